@@ -1,0 +1,47 @@
+# pcreg — developer entry points. `make demo` and `make test` work on a fresh machine.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+TORCH_VERSION ?= 2.13.0
+STAMP := $(VENV)/.pcreg-installed
+PYTEST_ARGS ?=
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+
+.PHONY: setup system-deps demo test test-all bench bench-quick lint clean
+
+setup: system-deps $(STAMP)
+
+system-deps:
+	@bash scripts/system_deps.sh
+
+# torch goes first, pinned, in its own pip call: an unpinned torch would pull a CUDA build.
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -q "torch==$(TORCH_VERSION)"
+	$(PIP) install -q -e ".[dev]"
+	@touch $(STAMP)
+
+demo: setup
+	$(VENV)/bin/pcreg demo --out demo_out
+
+# pytest exit code 5 means "no tests collected": not a failure of the suite itself.
+test: setup
+	@$(PY) -m pytest $(PYTEST_ARGS); rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest: no tests collected"; exit 0; fi; exit $$rc
+
+test-all: setup
+	@$(MAKE) --no-print-directory test PYTEST_ARGS="-m 'slow or not slow'"
+
+bench: setup
+	$(VENV)/bin/pcreg benchmark
+
+bench-quick: setup
+	$(VENV)/bin/pcreg benchmark --quick
+
+lint: setup
+	$(VENV)/bin/ruff check pcreg tests tools
+	$(VENV)/bin/ruff format --check pcreg tests tools
+
+clean:
+	rm -rf $(VENV) .pytest_cache demo_out

@@ -1,0 +1,69 @@
+"""Open3D ``core.nns`` (nanoflann KD-tree on CPU; Open3D's own kernels on its CUDA builds).
+
+The open3d-cpu wheel has no CUDA: CUDA tensors are searched on the CPU and moved back.
+Open3D returns squared distances computed by direct differences, so they are kept as they are.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+import torch
+from torch import Tensor
+
+NAME = "open3d"
+
+INSTALL_HINT = "pip install open3d-cpu (Linux x86_64) or open3d; Debian also needs libusb-1.0-0"
+
+
+def is_available() -> bool:
+    return importlib.util.find_spec("open3d") is not None
+
+
+def _o3d():
+    try:
+        import open3d as o3d
+    except ImportError as exc:
+        raise ImportError(
+            "the open3d neighbor backend needs open3d: pip install open3d-cpu (Linux x86_64) or "
+            "open3d; on Debian it also needs the package libusb-1.0-0"
+        ) from exc
+    return o3d
+
+
+def _tensor(x: Tensor):
+    o3d = _o3d()
+    return o3d.core.Tensor(x.detach().to("cpu").contiguous().numpy())
+
+
+def knn(q: Tensor, s: Tensor, k: int) -> tuple[Tensor, Tensor | None, bool]:
+    o3d = _o3d()
+    nns = o3d.core.nns.NearestNeighborSearch(_tensor(s))
+    nns.knn_index()
+    idx, d2 = nns.knn_search(_tensor(q), min(k, s.shape[0]))
+    return torch.from_numpy(idx.numpy()), torch.from_numpy(d2.numpy()), True
+
+
+def radius(q: Tensor, s: Tensor, radius: float, cap: int | None) -> tuple[Tensor, Tensor | None, bool]:
+    o3d = _o3d()
+    nns = o3d.core.nns.NearestNeighborSearch(_tensor(s))
+    if cap is not None:
+        # The nearest `cap` points, then the radius filter: exactly "within radius, nearest
+        # first, truncated" without relying on the order of a hybrid search.
+        nns.knn_index()
+        idx, d2 = nns.knn_search(_tensor(q), min(cap, s.shape[0]))
+        return torch.from_numpy(idx.numpy()), torch.from_numpy(d2.numpy()), True
+    nns.fixed_radius_index(radius)
+    flat_idx, flat_d2, splits = nns.fixed_radius_search(_tensor(q), radius, sort=True)
+    flat_idx = torch.from_numpy(flat_idx.numpy()).long()
+    flat_d2 = torch.from_numpy(flat_d2.numpy())
+    splits = torch.from_numpy(splits.numpy()).long()
+    counts = splits[1:] - splits[:-1]
+    width = int(counts.max()) if counts.numel() else 0
+    rows = torch.repeat_interleave(torch.arange(q.shape[0]), counts)
+    cols = torch.arange(flat_idx.numel()) - torch.repeat_interleave(splits[:-1], counts)
+    idx = torch.full((q.shape[0], width), -1, dtype=torch.long)
+    d2 = torch.full((q.shape[0], width), float("inf"), dtype=flat_d2.dtype)
+    idx[rows, cols] = flat_idx
+    d2[rows, cols] = flat_d2
+    return idx, d2, False

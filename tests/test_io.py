@@ -1,0 +1,243 @@
+"""pcreg.io: every format round-trips; every error class names the file."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from pcreg import io
+from pcreg.errors import (
+    CorruptFileError,
+    EmptyCloudError,
+    InputError,
+    MissingFileError,
+    NonFiniteError,
+    NonRigidTransformError,
+    OutputExistsError,
+    ShapeError,
+    UnknownFormatError,
+    UnwritableOutputError,
+)
+
+
+@pytest.fixture
+def cloud(rng) -> np.ndarray:
+    return (rng.random((257, 3)) * 10 - 5).astype(np.float32)
+
+
+def raises_naming(exc_type, path):
+    """pytest.raises that also checks the message starts with the file path."""
+
+    class _Ctx:
+        def __enter__(self):
+            self.ctx = pytest.raises(exc_type)
+            self.info = self.ctx.__enter__()
+            return self.info
+
+        def __exit__(self, *exc):
+            out = self.ctx.__exit__(*exc)
+            assert isinstance(self.info.value, InputError)
+            assert str(self.info.value).startswith(f"{path}: "), str(self.info.value)
+            return out
+
+    return _Ctx()
+
+
+def test_read_write_roundtrip_ply_npy(tmp_path, cloud):
+    for name in ("c.ply", "c.npy"):
+        path = io.write_points(tmp_path / name, cloud)
+        np.testing.assert_array_equal(io.read_points(path), cloud)
+
+
+def test_read_text_formats(tmp_path, cloud):
+    (tmp_path / "c.xyz").write_text("\n".join(" ".join(map(str, p)) for p in cloud.tolist()))
+    (tmp_path / "c.csv").write_text("x,y,z\n" + "\n".join(",".join(map(str, p)) for p in cloud.tolist()))
+    (tmp_path / "c.txt").write_text("# comment\n" + "\n".join(
+        " ".join(map(str, [*p, 7])) for p in cloud.tolist()))
+    for name in ("c.xyz", "c.csv", "c.txt"):
+        np.testing.assert_allclose(io.read_points(tmp_path / name), cloud, rtol=1e-6)
+
+
+def test_read_kitti_bin_npz_pcd_las(tmp_path, cloud):
+    xyzi = np.hstack([cloud, np.ones((len(cloud), 1), np.float32)])
+    xyzi.tofile(tmp_path / "scan.bin")
+    np.testing.assert_array_equal(io.read_points(tmp_path / "scan.bin"), cloud)
+    np.savez(tmp_path / "c.npz", points=cloud, other=np.zeros(3))
+    np.testing.assert_array_equal(io.read_points(tmp_path / "c.npz"), cloud)
+    header = ("# .PCD v0.7\nVERSION 0.7\nFIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nCOUNT 1 1 1\n"
+              f"WIDTH {len(cloud)}\nHEIGHT 1\nVIEWPOINT 0 0 0 1 0 0 0\nPOINTS {len(cloud)}\nDATA ascii\n")
+    (tmp_path / "c.pcd").write_text(header + "\n".join(" ".join(map(str, p)) for p in cloud.tolist()))
+    np.testing.assert_allclose(io.read_points(tmp_path / "c.pcd"), cloud, rtol=1e-6)
+    import laspy
+
+    las = laspy.create(point_format=3, file_version="1.2")
+    las.header.scales = [1e-4, 1e-4, 1e-4]
+    las.header.offsets = [0.0, 0.0, 0.0]
+    las.x, las.y, las.z = cloud[:, 0], cloud[:, 1], cloud[:, 2]
+    for name in ("c.las", "c.laz"):
+        las.write(tmp_path / name)
+        np.testing.assert_allclose(io.read_points(tmp_path / name), cloud, atol=1e-4)
+
+
+@pytest.mark.data
+def test_reads_real_kitti_scan(shared_data):
+    pts = io.read_points(shared_data / "kitti00_scancontext/000094.bin")
+    assert pts.shape == (1945888 // 16, 3) and pts.dtype == np.float32
+    assert 50 < np.abs(pts[:, :2]).max() < 130  # HDL-64 range, metres
+
+
+def test_missing_file(tmp_path):
+    with raises_naming(MissingFileError, tmp_path / "nope.ply"):
+        io.read_points(tmp_path / "nope.ply")
+    with raises_naming(MissingFileError, tmp_path / "nope.txt"):
+        io.read_transform(tmp_path / "nope.txt")
+    d = tmp_path / "dir.ply"
+    d.mkdir()
+    with raises_naming(MissingFileError, d):
+        io.read_points(d)
+
+
+def test_unknown_extension(tmp_path):
+    p = tmp_path / "cloud.obj"
+    p.write_text("v 0 0 0\n")
+    with raises_naming(UnknownFormatError, p):
+        io.read_points(p)
+    with raises_naming(UnknownFormatError, tmp_path / "out.xyz"):
+        io.write_points(tmp_path / "out.xyz", np.zeros((3, 3)))
+    with raises_naming(UnknownFormatError, tmp_path / "t.yaml"):
+        io.write_transform(tmp_path / "t.yaml", np.eye(4))
+
+
+@pytest.mark.parametrize(("name", "content"), [
+    ("bad.ply", b"this is not a ply file\n"),
+    ("bad.ply", b"ply\nformat binary_little_endian 1.0\nelement vertex 100\nproperty float x\n"),
+    ("bad.pcd", b"\x00\x01garbage"),
+    ("bad.npy", b"\x93NUMPY garbage"),
+    ("bad.npz", b"PK not really a zip"),
+    ("bad.bin", b"123456789"),
+    ("bad.xyz", b"1 2 3\n4 five 6\n"),
+    ("bad.xyz", b"1 2 3\n4 5\n"),
+    ("bad.txt", b"\xff\xfe\x00binary"),
+    ("bad.las", b"LASF but truncated"),
+    ("empty.ply", b""),
+])
+def test_corrupt_files(tmp_path, name, content):
+    p = tmp_path / name
+    p.write_bytes(content)
+    with raises_naming(CorruptFileError, p):
+        io.read_points(p)
+
+
+def test_empty_clouds(tmp_path):
+    np.save(tmp_path / "e.npy", np.zeros((0, 3), np.float32))
+    (tmp_path / "e.bin").write_bytes(b"")
+    (tmp_path / "e.xyz").write_text("# only a comment\n")
+    for name in ("e.npy", "e.bin", "e.xyz"):
+        with raises_naming(EmptyCloudError, tmp_path / name):
+            io.read_points(tmp_path / name)
+
+
+def test_nan_inf_error_or_drop(tmp_path, cloud, caplog):
+    bad = cloud.copy()
+    bad[3, 1] = np.nan
+    bad[10, 0] = np.inf
+    np.save(tmp_path / "n.npy", bad)
+    with raises_naming(NonFiniteError, tmp_path / "n.npy") as info:
+        io.read_points(tmp_path / "n.npy")
+    assert "2 of 257" in str(info.value)
+    kept = io.read_points(tmp_path / "n.npy", nan_policy="drop")
+    assert kept.shape == (255, 3) and np.isfinite(kept).all()
+    assert "dropped 2 of 257" in caplog.text
+    np.save(tmp_path / "all_nan.npy", np.full((4, 3), np.nan, np.float32))
+    with raises_naming(EmptyCloudError, tmp_path / "all_nan.npy"):
+        io.read_points(tmp_path / "all_nan.npy", nan_policy="drop")
+
+
+def test_wrong_shape(tmp_path):
+    np.save(tmp_path / "flat.npy", np.zeros(12, np.float32))
+    np.save(tmp_path / "two.npy", np.zeros((5, 2), np.float32))
+    np.savez(tmp_path / "keys.npz", a=np.zeros((3, 3)), b=np.zeros((3, 3)))
+    np.save(tmp_path / "str.npy", np.array([["a", "b", "c"]]))
+    for name in ("flat.npy", "two.npy", "keys.npz", "str.npy"):
+        with raises_naming(ShapeError, tmp_path / name):
+            io.read_points(tmp_path / name)
+
+
+def test_transform_roundtrip_all_formats(tmp_path, gen):
+    from pcreg.geometry import random_transform
+
+    t = random_transform(gen, max_translation=3.0, dtype=__import__("torch").float64).numpy()
+    for name in ("t.txt", "t.npy", "t.json"):
+        io.write_transform(tmp_path / name, t)
+        np.testing.assert_array_equal(io.read_transform(tmp_path / name), t)
+    (tmp_path / "kitti.txt").write_text(" ".join(map(str, t[:3].ravel())))
+    np.testing.assert_allclose(io.read_transform(tmp_path / "kitti.txt"), t)
+    (tmp_path / "obj.json").write_text(json.dumps({"transform": t.tolist(), "note": "x"}))
+    np.testing.assert_array_equal(io.read_transform(tmp_path / "obj.json"), t)
+
+
+@pytest.mark.parametrize(("matrix", "exc", "words"), [
+    (np.diag([2.0, 2.0, 2.0, 1.0]), NonRigidTransformError, "not orthonormal"),
+    (np.diag([1.0, 1.0, -1.0, 1.0]), NonRigidTransformError, "reflection"),
+    (np.array([[1, 0.1, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1.0]]), NonRigidTransformError, "shear"),
+    (np.vstack([np.eye(4)[:3], [1.0, 0, 0, 1]]), NonRigidTransformError, "bottom row"),
+    (np.eye(3), ShapeError, "4x4"),
+    (np.full((4, 4), np.nan), NonFiniteError, "NaN"),
+])
+def test_non_rigid_and_malformed_transforms(tmp_path, matrix, exc, words):
+    p = tmp_path / "t.txt"
+    p.write_text("\n".join(" ".join(map(str, row)) for row in np.atleast_2d(matrix)))
+    with raises_naming(exc, p) as info:
+        io.read_transform(p)
+    assert words in str(info.value)
+
+
+def test_accepts_3dmatch_like_rounding(tmp_path):
+    t = np.eye(4)
+    t[:3, :3] *= 1.0006  # det within [0.9993, 1.0006] like gt.log
+    np.save(tmp_path / "t.npy", t)
+    np.testing.assert_array_equal(io.read_transform(tmp_path / "t.npy"), t)
+
+
+def test_corrupt_transform_files(tmp_path):
+    (tmp_path / "t.json").write_text("{not json")
+    (tmp_path / "t.txt").write_text("1 2 three")
+    for name in ("t.json", "t.txt"):
+        with raises_naming(CorruptFileError, tmp_path / name):
+            io.read_transform(tmp_path / name)
+
+
+def test_outputs_are_never_silently_overwritten(tmp_path, cloud):
+    p = io.write_points(tmp_path / "c.npy", cloud)
+    before = p.read_bytes()
+    with raises_naming(OutputExistsError, p):
+        io.write_points(p, cloud[:10])
+    assert p.read_bytes() == before
+    io.write_points(p, cloud[:10], overwrite=True)
+    assert io.read_points(p).shape == (10, 3)
+    assert [f.name for f in tmp_path.iterdir()] == ["c.npy"]  # no temporary files left
+
+
+def test_unwritable_output(tmp_path, cloud):
+    with raises_naming(UnwritableOutputError, tmp_path / "missing" / "c.npy"):
+        io.write_points(tmp_path / "missing" / "c.npy", cloud)
+    if os.geteuid() != 0:  # root ignores directory permissions
+        ro = tmp_path / "ro"
+        ro.mkdir(mode=0o500)
+        with raises_naming(UnwritableOutputError, ro / "c.npy"):
+            io.write_points(ro / "c.npy", cloud)
+
+
+def test_failed_write_leaves_no_partial_file(tmp_path, monkeypatch, cloud):
+    target = tmp_path / "c.npy"
+
+    def boom(*args, **kwargs):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(np, "save", boom)
+    with pytest.raises(RuntimeError, match="disk full"):
+        io.write_points(target, cloud)
+    assert list(tmp_path.iterdir()) == []
