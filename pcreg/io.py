@@ -56,7 +56,18 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-POINT_READ_FORMATS = (".ply", ".pcd", ".npy", ".npz", ".bin", ".xyz", ".txt", ".csv", ".las", ".laz")
+POINT_READ_FORMATS = (
+    ".ply",
+    ".pcd",
+    ".npy",
+    ".npz",
+    ".bin",
+    ".xyz",
+    ".txt",
+    ".csv",
+    ".las",
+    ".laz",
+)
 POINT_WRITE_FORMATS = (".ply", ".npy")
 TRANSFORM_FORMATS = (".txt", ".npy", ".json")
 
@@ -72,8 +83,9 @@ def _check_file(path: Path, formats: tuple[str, ...], what: str) -> str:
     suffix = path.suffix.lower()
     if suffix not in formats:
         raise UnknownFormatError(
-            path, f"unknown {what} format {suffix or '(no extension)'!r}; expected one of "
-            + ", ".join(formats)
+            path,
+            f"unknown {what} format {suffix or '(no extension)'!r}; expected one of "
+            + ", ".join(formats),
         )
     if not path.exists():
         raise MissingFileError(path, "file not found")
@@ -113,13 +125,15 @@ def validate_points(
         bad = int((~finite).sum())
         if nan_policy == "error":
             raise NonFiniteError(
-                source, f"{bad} of {len(xyz)} points have NaN/Inf coordinates "
-                "(use nan_policy='drop' to remove them)"
+                source,
+                f"{bad} of {len(xyz)} points have NaN/Inf coordinates "
+                "(use nan_policy='drop' to remove them)",
             )
         if nan_policy != "drop":
             raise ValueError(f"nan_policy must be 'error' or 'drop', got {nan_policy!r}")
-        logger.warning("%s: dropped %d of %d points with NaN/Inf coordinates",
-                       os.fspath(source), bad, len(xyz))
+        logger.warning(
+            "%s: dropped %d of %d points with NaN/Inf coordinates", os.fspath(source), bad, len(xyz)
+        )
         xyz = xyz[finite]
         if len(xyz) == 0:
             raise EmptyCloudError(source, "no finite points left after dropping NaN/Inf")
@@ -136,9 +150,14 @@ def _sniff_header(path: Path, suffix: str) -> None:
         raise CorruptFileError(path, "not a PLY file (missing 'ply' magic in the header)")
     if suffix == ".pcd":
         text = head.lstrip()
-        if not (text.startswith(b"#") or text.upper().startswith(b"VERSION")
-                or text.upper().startswith(b"FIELDS")):
-            raise CorruptFileError(path, "not a PCD file (header does not start with '#' or VERSION)")
+        if not (
+            text.startswith(b"#")
+            or text.upper().startswith(b"VERSION")
+            or text.upper().startswith(b"FIELDS")
+        ):
+            raise CorruptFileError(
+                path, "not a PCD file (header does not start with '#' or VERSION)"
+            )
 
 
 def _read_open3d(path: Path, suffix: str) -> np.ndarray:
@@ -181,9 +200,7 @@ def _read_npz(path: Path) -> np.ndarray:
                 return archive[keys[0]]
     except Exception as exc:
         raise CorruptFileError(path, f"cannot be read as .npz ({exc})") from exc
-    raise ShapeError(
-        path, f"no 'points' array in the archive (keys: {', '.join(keys) or 'none'})"
-    )
+    raise ShapeError(path, f"no 'points' array in the archive (keys: {', '.join(keys) or 'none'})")
 
 
 def _read_kitti_bin(path: Path) -> np.ndarray:
@@ -192,8 +209,9 @@ def _read_kitti_bin(path: Path) -> np.ndarray:
         raise EmptyCloudError(path, "point cloud is empty (0 bytes)")
     if size % 16:
         raise CorruptFileError(
-            path, f"size {size} bytes is not a multiple of 16: not a KITTI Velodyne scan "
-            "(float32 x, y, z, intensity records)"
+            path,
+            f"size {size} bytes is not a multiple of 16: not a KITTI Velodyne scan "
+            "(float32 x, y, z, intensity records)",
         )
     return np.fromfile(path, dtype=np.float32).reshape(-1, 4)
 
@@ -284,8 +302,9 @@ def write_points(path: PathLike, points: np.ndarray, *, overwrite: bool = False)
     suffix = path.suffix.lower()
     if suffix not in POINT_WRITE_FORMATS:
         raise UnknownFormatError(
-            path, f"cannot write point format {suffix or '(no extension)'!r}; expected one of "
-            + ", ".join(POINT_WRITE_FORMATS)
+            path,
+            f"cannot write point format {suffix or '(no extension)'!r}; expected one of "
+            + ", ".join(POINT_WRITE_FORMATS),
         )
     xyz = validate_points(points, "points")
     with atomic_output(path, overwrite=overwrite) as tmp:
@@ -334,11 +353,14 @@ def validate_transform(
     det = float(np.linalg.det(rot))
     bottom_err = float(np.abs(arr[3] - [0.0, 0.0, 0.0, 1.0]).max())
     if bottom_err > atol:
-        raise NonRigidTransformError(source, f"bottom row is {arr[3].tolist()}, expected [0, 0, 0, 1]")
+        raise NonRigidTransformError(
+            source, f"bottom row is {arr[3].tolist()}, expected [0, 0, 0, 1]"
+        )
     if ortho_err > atol:
         raise NonRigidTransformError(
-            source, f"rotation part is not orthonormal: max |R^T R - I| = {ortho_err:.3g} "
-            f"(tolerance {atol:g}); scaling or shear is not a rigid motion"
+            source,
+            f"rotation part is not orthonormal: max |R^T R - I| = {ortho_err:.3g} "
+            f"(tolerance {atol:g}); scaling or shear is not a rigid motion",
         )
     if abs(det - 1.0) > atol:
         raise NonRigidTransformError(
@@ -382,8 +404,9 @@ def write_transform(path: PathLike, transform: np.ndarray, *, overwrite: bool = 
     suffix = path.suffix.lower()
     if suffix not in TRANSFORM_FORMATS:
         raise UnknownFormatError(
-            path, f"cannot write transform format {suffix or '(no extension)'!r}; expected one of "
-            + ", ".join(TRANSFORM_FORMATS)
+            path,
+            f"cannot write transform format {suffix or '(no extension)'!r}; expected one of "
+            + ", ".join(TRANSFORM_FORMATS),
         )
     matrix = validate_transform(transform, "transform")
     with atomic_output(path, overwrite=overwrite) as tmp:

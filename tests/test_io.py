@@ -54,9 +54,12 @@ def test_read_write_roundtrip_ply_npy(tmp_path, cloud):
 
 def test_read_text_formats(tmp_path, cloud):
     (tmp_path / "c.xyz").write_text("\n".join(" ".join(map(str, p)) for p in cloud.tolist()))
-    (tmp_path / "c.csv").write_text("x,y,z\n" + "\n".join(",".join(map(str, p)) for p in cloud.tolist()))
-    (tmp_path / "c.txt").write_text("# comment\n" + "\n".join(
-        " ".join(map(str, [*p, 7])) for p in cloud.tolist()))
+    (tmp_path / "c.csv").write_text(
+        "x,y,z\n" + "\n".join(",".join(map(str, p)) for p in cloud.tolist())
+    )
+    (tmp_path / "c.txt").write_text(
+        "# comment\n" + "\n".join(" ".join(map(str, [*p, 7])) for p in cloud.tolist())
+    )
     for name in ("c.xyz", "c.csv", "c.txt"):
         np.testing.assert_allclose(io.read_points(tmp_path / name), cloud, rtol=1e-6)
 
@@ -67,9 +70,13 @@ def test_read_kitti_bin_npz_pcd_las(tmp_path, cloud):
     np.testing.assert_array_equal(io.read_points(tmp_path / "scan.bin"), cloud)
     np.savez(tmp_path / "c.npz", points=cloud, other=np.zeros(3))
     np.testing.assert_array_equal(io.read_points(tmp_path / "c.npz"), cloud)
-    header = ("# .PCD v0.7\nVERSION 0.7\nFIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nCOUNT 1 1 1\n"
-              f"WIDTH {len(cloud)}\nHEIGHT 1\nVIEWPOINT 0 0 0 1 0 0 0\nPOINTS {len(cloud)}\nDATA ascii\n")
-    (tmp_path / "c.pcd").write_text(header + "\n".join(" ".join(map(str, p)) for p in cloud.tolist()))
+    header = (
+        "# .PCD v0.7\nVERSION 0.7\nFIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nCOUNT 1 1 1\n"
+        f"WIDTH {len(cloud)}\nHEIGHT 1\nVIEWPOINT 0 0 0 1 0 0 0\nPOINTS {len(cloud)}\nDATA ascii\n"
+    )
+    (tmp_path / "c.pcd").write_text(
+        header + "\n".join(" ".join(map(str, p)) for p in cloud.tolist())
+    )
     np.testing.assert_allclose(io.read_points(tmp_path / "c.pcd"), cloud, rtol=1e-6)
     import laspy
 
@@ -111,19 +118,25 @@ def test_unknown_extension(tmp_path):
         io.write_transform(tmp_path / "t.yaml", np.eye(4))
 
 
-@pytest.mark.parametrize(("name", "content"), [
-    ("bad.ply", b"this is not a ply file\n"),
-    ("bad.ply", b"ply\nformat binary_little_endian 1.0\nelement vertex 100\nproperty float x\n"),
-    ("bad.pcd", b"\x00\x01garbage"),
-    ("bad.npy", b"\x93NUMPY garbage"),
-    ("bad.npz", b"PK not really a zip"),
-    ("bad.bin", b"123456789"),
-    ("bad.xyz", b"1 2 3\n4 five 6\n"),
-    ("bad.xyz", b"1 2 3\n4 5\n"),
-    ("bad.txt", b"\xff\xfe\x00binary"),
-    ("bad.las", b"LASF but truncated"),
-    ("empty.ply", b""),
-])
+@pytest.mark.parametrize(
+    ("name", "content"),
+    [
+        ("bad.ply", b"this is not a ply file\n"),
+        (
+            "bad.ply",
+            b"ply\nformat binary_little_endian 1.0\nelement vertex 100\nproperty float x\n",
+        ),
+        ("bad.pcd", b"\x00\x01garbage"),
+        ("bad.npy", b"\x93NUMPY garbage"),
+        ("bad.npz", b"PK not really a zip"),
+        ("bad.bin", b"123456789"),
+        ("bad.xyz", b"1 2 3\n4 five 6\n"),
+        ("bad.xyz", b"1 2 3\n4 5\n"),
+        ("bad.txt", b"\xff\xfe\x00binary"),
+        ("bad.las", b"LASF but truncated"),
+        ("empty.ply", b""),
+    ],
+)
 def test_corrupt_files(tmp_path, name, content):
     p = tmp_path / name
     p.write_bytes(content)
@@ -179,14 +192,21 @@ def test_transform_roundtrip_all_formats(tmp_path, gen):
     np.testing.assert_array_equal(io.read_transform(tmp_path / "obj.json"), t)
 
 
-@pytest.mark.parametrize(("matrix", "exc", "words"), [
-    (np.diag([2.0, 2.0, 2.0, 1.0]), NonRigidTransformError, "not orthonormal"),
-    (np.diag([1.0, 1.0, -1.0, 1.0]), NonRigidTransformError, "reflection"),
-    (np.array([[1, 0.1, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1.0]]), NonRigidTransformError, "shear"),
-    (np.vstack([np.eye(4)[:3], [1.0, 0, 0, 1]]), NonRigidTransformError, "bottom row"),
-    (np.eye(3), ShapeError, "4x4"),
-    (np.full((4, 4), np.nan), NonFiniteError, "NaN"),
-])
+@pytest.mark.parametrize(
+    ("matrix", "exc", "words"),
+    [
+        (np.diag([2.0, 2.0, 2.0, 1.0]), NonRigidTransformError, "not orthonormal"),
+        (np.diag([1.0, 1.0, -1.0, 1.0]), NonRigidTransformError, "reflection"),
+        (
+            np.array([[1, 0.1, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1.0]]),
+            NonRigidTransformError,
+            "shear",
+        ),
+        (np.vstack([np.eye(4)[:3], [1.0, 0, 0, 1]]), NonRigidTransformError, "bottom row"),
+        (np.eye(3), ShapeError, "4x4"),
+        (np.full((4, 4), np.nan), NonFiniteError, "NaN"),
+    ],
+)
 def test_non_rigid_and_malformed_transforms(tmp_path, matrix, exc, words):
     p = tmp_path / "t.txt"
     p.write_text("\n".join(" ".join(map(str, row)) for row in np.atleast_2d(matrix)))

@@ -45,7 +45,9 @@ def relative_rotation_error_deg(est_transform: Tensor, gt_transform: Tensor) -> 
     rel = est[..., :3, :3].transpose(-1, -2) @ gt[..., :3, :3]
     cos = (rel.diagonal(dim1=-2, dim2=-1).sum(-1) - 1.0) / 2.0
     skew = rel - rel.transpose(-1, -2)
-    sin = torch.stack([skew[..., 2, 1], skew[..., 0, 2], skew[..., 1, 0]], dim=-1).norm(dim=-1) / 2.0
+    sin = (
+        torch.stack([skew[..., 2, 1], skew[..., 0, 2], skew[..., 1, 0]], dim=-1).norm(dim=-1) / 2.0
+    )
     return torch.rad2deg(torch.atan2(sin, cos))
 
 
@@ -108,15 +110,30 @@ def rotation_to_quaternion(rotation: Tensor) -> Tensor:
     qxx, qyx, qzx = r[..., 0, 0], r[..., 1, 0], r[..., 2, 0]
     qxy, qyy, qzy = r[..., 0, 1], r[..., 1, 1], r[..., 2, 1]
     qxz, qyz, qzz = r[..., 0, 2], r[..., 1, 2], r[..., 2, 2]
-    k = torch.stack(
-        [
-            qxx - qyy - qzz, qyx + qxy, qzx + qxz, qzy - qyz,
-            qyx + qxy, qyy - qxx - qzz, qzy + qyz, qxz - qzx,
-            qzx + qxz, qzy + qyz, qzz - qxx - qyy, qyx - qxy,
-            qzy - qyz, qxz - qzx, qyx - qxy, qxx + qyy + qzz,
-        ],
-        dim=-1,
-    ).reshape(*r.shape[:-2], 4, 4) / 3.0
+    k = (
+        torch.stack(
+            [
+                qxx - qyy - qzz,
+                qyx + qxy,
+                qzx + qxz,
+                qzy - qyz,
+                qyx + qxy,
+                qyy - qxx - qzz,
+                qzy + qyz,
+                qxz - qzx,
+                qzx + qxz,
+                qzy + qyz,
+                qzz - qxx - qyy,
+                qyx - qxy,
+                qzy - qyz,
+                qxz - qzx,
+                qyx - qxy,
+                qxx + qyy + qzz,
+            ],
+            dim=-1,
+        ).reshape(*r.shape[:-2], 4, 4)
+        / 3.0
+    )
     _, vecs = torch.linalg.eigh(k)
     q = vecs[..., :, -1]  # eigenvector of the largest eigenvalue, as (x, y, z, w)
     q = torch.cat([q[..., 3:], q[..., :3]], dim=-1)  # -> (w, x, y, z)

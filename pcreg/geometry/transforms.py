@@ -23,7 +23,12 @@ __all__ = [
 
 
 def make_transform(rotation: Tensor, translation: Tensor) -> Tensor:
-    """Assemble ``(..., 4, 4)`` transforms from ``rotation (..., 3, 3)`` and ``translation (..., 3)``."""
+    """Assemble ``(..., 4, 4)`` transforms.
+
+    Args:
+        rotation: ``(..., 3, 3)``.
+        translation: ``(..., 3)`` metres.
+    """
     batch = torch.broadcast_shapes(rotation.shape[:-2], translation.shape[:-1])
     out = rotation.new_zeros(*batch, 4, 4)
     out[..., :3, :3] = rotation
@@ -102,9 +107,15 @@ def random_rotation(
     w, x, y, z = q.unbind(-1)
     rot = torch.stack(
         [
-            1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y),
-            2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x),
-            2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y),
+            1 - 2 * (y * y + z * z),
+            2 * (x * y - w * z),
+            2 * (x * z + w * y),
+            2 * (x * y + w * z),
+            1 - 2 * (x * x + z * z),
+            2 * (y * z - w * x),
+            2 * (x * z - w * y),
+            2 * (y * z + w * x),
+            1 - 2 * (x * x + y * y),
         ],
         dim=-1,
     ).reshape(*batch_shape, 3, 3)
@@ -123,10 +134,12 @@ def random_transform(
     ``max_translation`` metres. Returns ``(*batch_shape, 4, 4)``."""
     rot = random_rotation(generator, batch_shape, dtype=torch.float64, device=device)
     gen_device = generator.device if generator is not None else device
-    direction = torch.randn(*batch_shape, 3, generator=generator, dtype=torch.float64,
-                            device=gen_device)
+    direction = torch.randn(
+        *batch_shape, 3, generator=generator, dtype=torch.float64, device=gen_device
+    )
     direction = direction / direction.norm(dim=-1, keepdim=True)
-    radius = torch.rand(*batch_shape, 1, generator=generator, dtype=torch.float64,
-                        device=gen_device) ** (1.0 / 3.0)
+    radius = torch.rand(
+        *batch_shape, 1, generator=generator, dtype=torch.float64, device=gen_device
+    ) ** (1.0 / 3.0)
     trans = direction * radius * max_translation
     return make_transform(rot, trans.to(rot.device)).to(dtype=dtype)

@@ -57,7 +57,9 @@ def grid_subsample(
             torch.cat([item[:, None], cells], dim=1), dim=0, sorted=True, return_inverse=True
         )
     num = int(inverse.max()) + 1
-    sums = torch.zeros(num, 3, dtype=torch.float64, device=points.device).index_add_(0, inverse, pts64)
+    sums = torch.zeros(num, 3, dtype=torch.float64, device=points.device).index_add_(
+        0, inverse, pts64
+    )
     counts = torch.zeros(num, dtype=torch.float64, device=points.device).index_add_(
         0, inverse, torch.ones_like(inverse, dtype=torch.float64)
     )

@@ -13,7 +13,7 @@ __all__ = ["lengths_to_offsets", "packed_batch_index", "packed_to_padded", "padd
 
 
 def lengths_to_offsets(lengths: Tensor) -> Tensor:
-    """``lengths (B,)`` -> ``offsets (B + 1,)`` int64 with ``offsets[0] = 0``, ``offsets[-1] = ΣN``."""
+    """``lengths (B,)`` -> ``offsets (B + 1,)`` int64: ``offsets[0] = 0``, ``offsets[-1] = ΣN``."""
     offsets = lengths.new_zeros(lengths.numel() + 1, dtype=torch.long)
     offsets[1:] = torch.cumsum(lengths.to(torch.long), dim=0)
     return offsets

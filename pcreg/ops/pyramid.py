@@ -8,7 +8,8 @@ qinzheng93/GeoTransformer:geotransformer/utils/data.py):
 
 * ``neighbors[i]``: stage ``i`` points within ``radius_i`` of each stage ``i`` point, capped at
   ``neighbor_limits[i]``;
-* ``subsampling[i]``: stage ``i`` points within ``radius_i`` of each stage ``i + 1`` point (pooling);
+* ``subsampling[i]``: stage ``i`` points within ``radius_i`` of each stage ``i + 1`` point
+  (pooling);
 * ``upsampling[i]``: stage ``i + 1`` points within ``2 radius_i`` of each stage ``i`` point,
   capped at ``neighbor_limits[i + 1]``; column 0 is the nearest (nearest upsampling).
 
@@ -88,25 +89,46 @@ def build_pyramid(
         backend: neighbor-search backend (see :mod:`pcreg.ops.neighbors`).
     """
     if len(neighbor_limits) != num_stages:
-        raise ValueError(f"neighbor_limits has {len(neighbor_limits)} entries for {num_stages} stages")
+        raise ValueError(
+            f"neighbor_limits has {len(neighbor_limits)} entries for {num_stages} stages"
+        )
     pts, lens = subsample_stages(points, lengths, num_stages, voxel_size)
     neighbors, subsampling, upsampling = [], [], []
     for i in range(num_stages):
         r = radius * 2**i
         neighbors.append(
-            radius_search(pts[i], pts[i], r, max_neighbors=neighbor_limits[i],
-                          query_lengths=lens[i], support_lengths=lens[i], backend=backend).indices
+            radius_search(
+                pts[i],
+                pts[i],
+                r,
+                max_neighbors=neighbor_limits[i],
+                query_lengths=lens[i],
+                support_lengths=lens[i],
+                backend=backend,
+            ).indices
         )
         if i + 1 < num_stages:
             subsampling.append(
-                radius_search(pts[i + 1], pts[i], r, max_neighbors=neighbor_limits[i],
-                              query_lengths=lens[i + 1], support_lengths=lens[i],
-                              backend=backend).indices
+                radius_search(
+                    pts[i + 1],
+                    pts[i],
+                    r,
+                    max_neighbors=neighbor_limits[i],
+                    query_lengths=lens[i + 1],
+                    support_lengths=lens[i],
+                    backend=backend,
+                ).indices
             )
             upsampling.append(
-                radius_search(pts[i], pts[i + 1], 2 * r, max_neighbors=neighbor_limits[i + 1],
-                              query_lengths=lens[i], support_lengths=lens[i + 1],
-                              backend=backend).indices
+                radius_search(
+                    pts[i],
+                    pts[i + 1],
+                    2 * r,
+                    max_neighbors=neighbor_limits[i + 1],
+                    query_lengths=lens[i],
+                    support_lengths=lens[i + 1],
+                    backend=backend,
+                ).indices
             )
     return Pyramid(pts, lens, neighbors, subsampling, upsampling)
 
@@ -145,8 +167,14 @@ def calibrate_neighbor_limits(
             points, lengths = sample, torch.tensor([sample.shape[0]])
         pts, lens = subsample_stages(points, lengths, num_stages, voxel_size)
         for i in range(num_stages):
-            nb = radius_search(pts[i], pts[i], radius * 2**i, query_lengths=lens[i],
-                               support_lengths=lens[i], backend=backend)
+            nb = radius_search(
+                pts[i],
+                pts[i],
+                radius * 2**i,
+                query_lengths=lens[i],
+                support_lengths=lens[i],
+                backend=backend,
+            )
             counts[i].append((nb.indices < pts[i].shape[0]).sum(1).cpu())
         seen += 1
     if seen == 0:
@@ -155,5 +183,7 @@ def calibrate_neighbor_limits(
     for i in range(num_stages):
         c = torch.cat(counts[i]).double()
         limits.append(max(1, math.ceil(float(torch.quantile(c, coverage))) if c.numel() else 1))
-    logger.info("calibrated neighbor limits %s over %d samples (coverage %.2f)", limits, seen, coverage)
+    logger.info(
+        "calibrated neighbor limits %s over %d samples (coverage %.2f)", limits, seen, coverage
+    )
     return limits

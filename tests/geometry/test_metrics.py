@@ -24,8 +24,10 @@ EYE = torch.eye(4, dtype=torch.float64)
 
 
 def rot_z(deg: float) -> torch.Tensor:
-    r = rotation_from_axis_angle(torch.tensor([0.0, 0.0, 1.0], dtype=torch.float64),
-                                 torch.tensor(math.radians(deg), dtype=torch.float64))
+    r = rotation_from_axis_angle(
+        torch.tensor([0.0, 0.0, 1.0], dtype=torch.float64),
+        torch.tensor(math.radians(deg), dtype=torch.float64),
+    )
     return make_transform(r, torch.zeros(3, dtype=torch.float64))
 
 
@@ -38,7 +40,9 @@ def test_rre_goldens():
 
 def test_rre_small_angles_are_resolved():
     # 1e-4 deg is far below what a clipped arccos resolves in float32 (~0.02 deg).
-    assert float(relative_rotation_error_deg(rot_z(1e-4).float(), EYE)) == pytest.approx(1e-4, rel=1e-2)
+    assert float(relative_rotation_error_deg(rot_z(1e-4).float(), EYE)) == pytest.approx(
+        1e-4, rel=1e-2
+    )
 
 
 def test_rre_clips_slightly_non_orthonormal_input():
@@ -54,8 +58,9 @@ def test_rte_and_rmse_goldens():
     pts = torch.randn(100, 3, dtype=torch.float64)
     assert float(transform_rmse(pts, t, EYE)) == pytest.approx(5.0)
     # Rotation by 180 deg about z of points on the unit circle in z=0 moves each by 2.
-    circle = torch.tensor([[math.cos(a), math.sin(a), 0.0] for a in np.linspace(0, 6, 50)],
-                          dtype=torch.float64)
+    circle = torch.tensor(
+        [[math.cos(a), math.sin(a), 0.0] for a in np.linspace(0, 6, 50)], dtype=torch.float64
+    )
     assert float(transform_rmse(circle, rot_z(180), EYE)) == pytest.approx(2.0)
 
 
@@ -99,7 +104,9 @@ def _read_blocks(path: Path, rows: int):
     out = {}
     for k in range(0, len(lines), rows + 1):
         i, j = (int(v) for v in lines[k].split()[:2])
-        out[(i, j)] = np.array([[float(v) for v in ln.split()] for ln in lines[k + 1 : k + 1 + rows]])
+        out[(i, j)] = np.array(
+            [[float(v) for v in ln.split()] for ln in lines[k + 1 : k + 1 + rows]]
+        )
     return out
 
 
@@ -112,7 +119,9 @@ def test_covariance_rmse_on_real_fragment_matches_protocol_reading(shared_data):
     from scipy.spatial import cKDTree
 
     demo = shared_data / "geotransformer_repo/demo"
-    bench = shared_data / "geotransformer_repo/3DMatch/metadata/benchmarks/3DMatch/7-scenes-redkitchen"
+    bench = (
+        shared_data / "geotransformer_repo/3DMatch/metadata/benchmarks/3DMatch/7-scenes-redkitchen"
+    )
     info = torch.from_numpy(_read_blocks(bench / "gt.info", 6)[(0, 6)])
     gt_np = np.load(demo / "gt.npy")
     src, ref = np.load(demo / "src.npy"), np.load(demo / "ref.npy")
@@ -123,9 +132,15 @@ def test_covariance_rmse_on_real_fragment_matches_protocol_reading(shared_data):
         delta = EYE.clone()
         delta[:3, 3] = torch.tensor(shift, dtype=torch.float64)
         est = gt @ delta  # the error motion acts in the source frame
-        proxy, direct = float(covariance_rmse(est, gt, info)), float(transform_rmse(overlap, est, gt))
+        proxy, direct = (
+            float(covariance_rmse(est, gt, info)),
+            float(transform_rmse(overlap, est, gt)),
+        )
         assert proxy == pytest.approx(direct, rel=0.02), (shift, proxy, direct)
     for deg in (2.0, 5.0):
         est = gt @ rot_z(deg)
-        proxy, direct = float(covariance_rmse(est, gt, info)), float(transform_rmse(overlap, est, gt))
+        proxy, direct = (
+            float(covariance_rmse(est, gt, info)),
+            float(transform_rmse(overlap, est, gt)),
+        )
         assert proxy == pytest.approx(0.5 * direct, rel=0.1), (deg, proxy, direct)

@@ -21,7 +21,9 @@ def test_recovers_random_transforms_exactly(n, dtype, gen):
     est = weighted_procrustes(src.to(dtype), ref.to(dtype))
     assert est.dtype == dtype
     assert float(relative_rotation_error_deg(est, gt).max()) < 1e-3
-    assert float(relative_translation_error(est, gt).max()) < (1e-4 if dtype == torch.float32 else 1e-6)
+    assert float(relative_translation_error(est, gt).max()) < (
+        1e-4 if dtype == torch.float32 else 1e-6
+    )
 
 
 def test_far_from_origin_in_float32(gen):

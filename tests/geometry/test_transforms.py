@@ -44,13 +44,17 @@ def test_inverse_and_compose(gen):
     t3 = random_transform(gen, (4,), max_translation=5.0, dtype=torch.float64)
     eye = torch.eye(4, dtype=torch.float64).expand(4, 4, 4)
     torch.testing.assert_close(compose_transforms(t1, invert_transform(t1)), eye)
-    torch.testing.assert_close(compose_transforms(compose_transforms(t1, t2), t3),
-                               compose_transforms(t1, compose_transforms(t2, t3)))
+    torch.testing.assert_close(
+        compose_transforms(compose_transforms(t1, t2), t3),
+        compose_transforms(t1, compose_transforms(t2, t3)),
+    )
     pts = torch.randn(4, 10, 3, generator=gen, dtype=torch.float64)
     torch.testing.assert_close(apply_transform(apply_transform(pts, t1), invert_transform(t1)), pts)
     # compose(A, B) applies B first.
-    torch.testing.assert_close(apply_transform(pts, compose_transforms(t1, t2)),
-                               apply_transform(apply_transform(pts, t2), t1))
+    torch.testing.assert_close(
+        apply_transform(pts, compose_transforms(t1, t2)),
+        apply_transform(apply_transform(pts, t2), t1),
+    )
 
 
 def test_apply_transform_golden():

@@ -31,7 +31,7 @@ def assert_same_neighbors(result, expected, support_len):
     assert result.indices.shape == expected.indices.shape
     assert result.distances.dtype == expected.distances.dtype
     torch.testing.assert_close(result.distances, expected.distances, rtol=1e-5, atol=1e-7)
-    shadow = (expected.indices == support_len)
+    shadow = expected.indices == support_len
     assert torch.equal(result.indices == support_len, shadow)
     assert torch.isinf(result.distances[shadow]).all()
     got = torch.sort(result.indices, dim=1).values
@@ -50,9 +50,9 @@ LENGTH_CASES = [
 
 
 @pytest.mark.parametrize("backend", FAST_BACKENDS)
-@pytest.mark.parametrize(("lengths", "k", "offset"), list(
-    itertools.product(LENGTH_CASES, [1, 8, 16], [0.0, 100.0])
-))
+@pytest.mark.parametrize(
+    ("lengths", "k", "offset"), list(itertools.product(LENGTH_CASES, [1, 8, 16], [0.0, 100.0]))
+)
 def test_knn_matches_reference(backend, lengths, k, offset, gen):
     q, s, ql, sl = make_case(gen, *lengths, offset=offset)
     ref = knn(q, s, k, query_lengths=ql, support_lengths=sl, backend="reference")
@@ -61,15 +61,18 @@ def test_knn_matches_reference(backend, lengths, k, offset, gen):
 
 
 @pytest.mark.parametrize("backend", FAST_BACKENDS)
-@pytest.mark.parametrize(("lengths", "radius", "cap", "offset"), list(
-    itertools.product(LENGTH_CASES, [0.05, 0.3], [None, 4, 32], [0.0, 100.0])
-))
+@pytest.mark.parametrize(
+    ("lengths", "radius", "cap", "offset"),
+    list(itertools.product(LENGTH_CASES, [0.05, 0.3], [None, 4, 32], [0.0, 100.0])),
+)
 def test_radius_matches_reference(backend, lengths, radius, cap, offset, gen):
     q, s, ql, sl = make_case(gen, *lengths, offset=offset)
-    ref = radius_search(q, s, radius, max_neighbors=cap, query_lengths=ql, support_lengths=sl,
-                        backend="reference")
-    out = radius_search(q, s, radius, max_neighbors=cap, query_lengths=ql, support_lengths=sl,
-                        backend=backend)
+    ref = radius_search(
+        q, s, radius, max_neighbors=cap, query_lengths=ql, support_lengths=sl, backend="reference"
+    )
+    out = radius_search(
+        q, s, radius, max_neighbors=cap, query_lengths=ql, support_lengths=sl, backend=backend
+    )
     assert_same_neighbors(out, ref, s.shape[0])
     valid = out.indices < s.shape[0]
     assert (out.distances[valid] <= radius).all()
@@ -77,11 +80,14 @@ def test_radius_matches_reference(backend, lengths, radius, cap, offset, gen):
 
 @pytest.mark.keops
 @pytest.mark.skipif(not HAS_KEOPS, reason="pykeops not installed")
-@pytest.mark.parametrize(("lengths", "offset"), [
-    (([120, 0, 80], [90, 60, 0]), 0.0),
-    (([300], [400]), 100.0),
-    (([50], [7]), 0.0),
-])
+@pytest.mark.parametrize(
+    ("lengths", "offset"),
+    [
+        (([120, 0, 80], [90, 60, 0]), 0.0),
+        (([300], [400]), 100.0),
+        (([50], [7]), 0.0),
+    ],
+)
 def test_keops_on_cpu_matches_reference(lengths, offset, gen):
     # Few distinct k/caps on purpose: KeOps compiles one kernel per reduction and k (~10 s).
     q, s, ql, sl = make_case(gen, *lengths, offset=offset)
@@ -89,10 +95,12 @@ def test_keops_on_cpu_matches_reference(lengths, offset, gen):
         ref = knn(q, s, k, query_lengths=ql, support_lengths=sl, backend="reference")
         out = knn(q, s, k, query_lengths=ql, support_lengths=sl, backend="keops")
         assert_same_neighbors(out, ref, s.shape[0])
-    ref = radius_search(q, s, 0.3, max_neighbors=8, query_lengths=ql, support_lengths=sl,
-                        backend="reference")
-    out = radius_search(q, s, 0.3, max_neighbors=8, query_lengths=ql, support_lengths=sl,
-                        backend="keops")
+    ref = radius_search(
+        q, s, 0.3, max_neighbors=8, query_lengths=ql, support_lengths=sl, backend="reference"
+    )
+    out = radius_search(
+        q, s, 0.3, max_neighbors=8, query_lengths=ql, support_lengths=sl, backend="keops"
+    )
     assert_same_neighbors(out, ref, s.shape[0])
 
 

@@ -21,8 +21,9 @@ def test_pyramid_structure(gen):
     points = torch.cat([a, b])
     lengths = torch.tensor([len(a), len(b)])
     limits = [20, 25, 30, 35]
-    pyr = build_pyramid(points, lengths, num_stages=4, voxel_size=0.025, radius=0.0625,
-                        neighbor_limits=limits)
+    pyr = build_pyramid(
+        points, lengths, num_stages=4, voxel_size=0.025, radius=0.0625, neighbor_limits=limits
+    )
     assert len(pyr.points) == 4 and len(pyr.subsampling) == 3 and len(pyr.upsampling) == 3
     for i in range(4):
         n_i = pyr.points[i].shape[0]
@@ -62,8 +63,9 @@ def test_batched_pyramid_equals_singles(gen):
 
 def test_calibration_covers_requested_fraction(gen):
     clouds = [surface_cloud(gen) for _ in range(3)]
-    limits = calibrate_neighbor_limits(clouds, num_stages=3, voxel_size=0.025, radius=0.0625,
-                                       coverage=0.8)
+    limits = calibrate_neighbor_limits(
+        clouds, num_stages=3, voxel_size=0.025, radius=0.0625, coverage=0.8
+    )
     assert len(limits) == 3 and all(v >= 1 for v in limits)
     counts = []
     for c in clouds:

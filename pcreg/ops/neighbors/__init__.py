@@ -36,7 +36,7 @@ BACKENDS = tuple(_MODULES)
 
 
 def available_backends() -> list[str]:
-    """Names of the backends whose dependencies import here, e.g. ``['reference', 'torch', 'open3d']``."""
+    """Backends whose dependencies are installed, e.g. ``['reference', 'torch', 'open3d']``."""
     return [name for name, mod in _MODULES.items() if mod.is_available()]
 
 
@@ -52,7 +52,9 @@ def resolve_backend(backend: str, device: torch.device | str) -> str:
     """
     if backend != "auto":
         if backend not in _MODULES:
-            raise ValueError(f"unknown neighbor backend {backend!r}; choose from auto, {', '.join(BACKENDS)}")
+            raise ValueError(
+                f"unknown neighbor backend {backend!r}; choose from auto, {', '.join(BACKENDS)}"
+            )
         if not _MODULES[backend].is_available():
             raise ImportError(
                 f"neighbor backend {backend!r} is not installed: {_MODULES[backend].INSTALL_HINT}"

@@ -46,7 +46,7 @@ def check_inputs(
     query_lengths: Tensor | None,
     support_lengths: Tensor | None,
 ) -> tuple[Tensor, Tensor]:
-    """Validate shapes/devices and return ``(query_lengths, support_lengths)`` as int64 CPU tensors."""
+    """Validate shapes/devices; return ``(query_lengths, support_lengths)``, int64 on the CPU."""
     for name, x in (("query", query), ("support", support)):
         if not isinstance(x, Tensor):
             raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
@@ -71,7 +71,9 @@ def check_inputs(
     if (q_len < 0).any() or (s_len < 0).any():
         raise ValueError("lengths must be non-negative")
     if int(q_len.sum()) != query.shape[0]:
-        raise ValueError(f"sum(query_lengths) = {int(q_len.sum())} != len(query) = {query.shape[0]}")
+        raise ValueError(
+            f"sum(query_lengths) = {int(q_len.sum())} != len(query) = {query.shape[0]}"
+        )
     if int(s_len.sum()) != support.shape[0]:
         raise ValueError(
             f"sum(support_lengths) = {int(s_len.sum())} != len(support) = {support.shape[0]}"

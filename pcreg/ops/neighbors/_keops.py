@@ -39,7 +39,9 @@ def knn(q: Tensor, s: Tensor, k: int) -> tuple[Tensor, Tensor | None, bool]:
     return idx.long(), None, False
 
 
-def radius(q: Tensor, s: Tensor, radius: float, cap: int | None) -> tuple[Tensor, Tensor | None, bool]:
+def radius(
+    q: Tensor, s: Tensor, radius: float, cap: int | None
+) -> tuple[Tensor, Tensor | None, bool]:
     d2 = _lazy(q, s)
     if cap is None:
         # Count the neighbors inside the radius in one reduction: step(r^2 - d^2) is 1 inside.

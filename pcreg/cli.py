@@ -1,0 +1,112 @@
+"""The ``pcreg`` command line (argparse; heavy imports happen inside the subcommands).
+
+Exit codes: 0 ok, 2 bad input (the message names the file and the problem), 1 internal error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from pathlib import Path
+
+__all__ = ["main"]
+
+logger = logging.getLogger("pcreg")
+
+#: ``../shared/data`` beside a source checkout; $PCREG_SHARED_DATA overrides it.
+DEFAULT_SHARED_DATA = Path(
+    os.environ.get(
+        "PCREG_SHARED_DATA", Path(__file__).resolve().parents[1].parent / "shared" / "data"
+    )
+)
+
+
+def _cmd_benchmark(args: argparse.Namespace) -> int:
+    from pcreg.bench.neighbors import (
+        benchmark_neighbors,
+        format_neighbor_table,
+        load_benchmark_cloud,
+    )
+    from pcreg.bench.report import replace_section
+
+    cloud, source = load_benchmark_cloud(args.shared_data if args.shared_data.is_dir() else None)
+    results = benchmark_neighbors(cloud, radius=args.radius, cap=args.cap, runs=args.runs)
+    command = "pcreg benchmark --quick" if args.quick else "pcreg benchmark"
+    table = format_neighbor_table(
+        results, source=source, radius=args.radius, cap=args.cap, command=command
+    )
+    sys.stdout.write(table + "\n")
+    if args.output is not None:
+        replace_section(args.output, "neighbors", table)
+        logger.info("wrote the neighbor table into %s", args.output)
+    return 0
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from pcreg.demo import run_demo
+
+    shared = args.shared_data if args.shared_data.is_dir() else None
+    summary = run_demo(args.out, shared_data=shared, force=args.force)
+    sys.stdout.write(summary + "\n")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="pcreg", description="3-D point-cloud registration.")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging on stderr")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    bench = sub.add_parser("benchmark", help="time neighbor search and write BENCHMARKS.md")
+    bench.add_argument(
+        "--quick",
+        action="store_true",
+        help="neighbor-search table only (the full suite grows with the model)",
+    )
+    bench.add_argument("--runs", type=int, default=5, help="timed runs per case (median)")
+    bench.add_argument("--radius", type=float, default=0.5, help="radius search radius, metres")
+    bench.add_argument("--cap", type=int, default=32, help="radius search neighbor cap")
+    bench.add_argument(
+        "--output",
+        type=Path,
+        default=Path("BENCHMARKS.md"),
+        help="Markdown file whose 'neighbors' section is replaced",
+    )
+    bench.add_argument("--shared-data", type=Path, default=DEFAULT_SHARED_DATA)
+    bench.set_defaults(func=_cmd_benchmark)
+
+    demo = sub.add_parser("demo", help="register a real (or generated) scan pair and draw it")
+    demo.add_argument("--out", type=Path, default=Path("demo_out"), help="output directory")
+    demo.add_argument("--force", action="store_true", help="replace existing outputs")
+    demo.add_argument("--shared-data", type=Path, default=DEFAULT_SHARED_DATA)
+    demo.set_defaults(func=_cmd_demo)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``pcreg`` console script. Returns the process exit code."""
+    from pcreg.errors import InputError
+
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    try:
+        return int(args.func(args))
+    except InputError as err:
+        sys.stderr.write(f"pcreg: error: {err}\n")
+        return 2
+    except KeyboardInterrupt:
+        sys.stderr.write("pcreg: interrupted\n")
+        return 130
+    except Exception as err:  # internal error: one line, plus the traceback with -v
+        logger.debug("internal error", exc_info=True)
+        sys.stderr.write(f"pcreg: internal error: {type(err).__name__}: {err}\n")
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

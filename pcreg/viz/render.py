@@ -1,0 +1,165 @@
+"""Offscreen rendering with Open3D's legacy Visualizer (EGL when there is no display; it must
+not follow an ``OffscreenRenderer`` in the same process, DESIGN §5), composed with matplotlib.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from pcreg._fs import atomic_output
+
+__all__ = ["REFERENCE_COLOR", "SOURCE_COLOR", "render_clouds", "save_alignment_png"]
+
+SOURCE_COLOR = (0.95, 0.55, 0.05)  # orange
+REFERENCE_COLOR = (0.10, 0.45, 0.85)  # blue
+
+
+def principal_view(points: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Axes of ``points (N, 3)`` by decreasing spread: ``(major, middle, minor)`` unit vectors.
+
+    Looking along the minor axis shows a scan's widest face whatever its frame convention
+    (3DMatch fragments are in camera coordinates, KITTI in z-up Velodyne coordinates)."""
+    centered = np.asarray(points, np.float64) - np.mean(points, axis=0)
+    _, vecs = np.linalg.eigh(centered.T @ centered)
+    return vecs[:, 2], vecs[:, 1], vecs[:, 0]
+
+
+def render_clouds(
+    clouds: Sequence[tuple[np.ndarray, Sequence[float]]],
+    *,
+    lines: tuple[np.ndarray, np.ndarray] | None = None,
+    line_color: Sequence[float] = (0.1, 0.7, 0.2),
+    width: int = 800,
+    height: int = 600,
+    front: Sequence[float] | None = None,
+    up: Sequence[float] | None = None,
+    point_size: float = 2.0,
+) -> np.ndarray:
+    """Render coloured clouds (and optional segments) to an RGB image.
+
+    Args:
+        clouds: ``[(points (N, 3), rgb in [0, 1]), ...]``.
+        lines: optional ``(starts (K, 3), ends (K, 3))`` drawn as segments.
+        front, up: camera direction (from the scene towards the camera) and up vector;
+            by default from :func:`principal_view` of all points, tilted 30 degrees.
+
+    Returns:
+        ``(height, width, 3) uint8``.
+    """
+    import open3d as o3d
+
+    # Headless: GLFW finds no display and Open3D falls back to EGL; keep that quiet. Mesa's
+    # EGL wants a runtime directory, which minimal containers do not set.
+    o3d.utility.set_verbosity_level(o3d.utility.VerbosityLevel.Error)
+    if not os.environ.get("XDG_RUNTIME_DIR"):
+        os.environ["XDG_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="pcreg-xdg-")
+    vis = o3d.visualization.Visualizer()
+    if not vis.create_window(visible=False, width=width, height=height):
+        raise RuntimeError("Open3D could not create an offscreen window (no EGL/OpenGL?)")
+    try:
+        for points, color in clouds:
+            pcd = o3d.geometry.PointCloud(
+                o3d.utility.Vector3dVector(np.asarray(points, np.float64))
+            )
+            pcd.paint_uniform_color(list(color))
+            vis.add_geometry(pcd)
+        if lines is not None and len(lines[0]):
+            starts, ends = (np.asarray(x, np.float64) for x in lines)
+            line_set = o3d.geometry.LineSet(
+                o3d.utility.Vector3dVector(np.vstack([starts, ends])),
+                o3d.utility.Vector2iVector(
+                    np.stack([np.arange(len(starts)), np.arange(len(starts)) + len(starts)], 1)
+                ),
+            )
+            line_set.paint_uniform_color(list(line_color))
+            vis.add_geometry(line_set)
+        opt = vis.get_render_option()
+        opt.point_size = point_size
+        opt.background_color = np.array([1.0, 1.0, 1.0])
+        ctrl = vis.get_view_control()
+        everything = np.vstack([np.asarray(c[0]) for c in clouds])
+        if front is None or up is None:
+            major, middle, minor = principal_view(everything)
+            front = minor * np.cos(np.radians(30)) - middle * np.sin(np.radians(30))
+            up = middle
+        ctrl.set_front(list(front))
+        ctrl.set_up(list(up))
+        ctrl.set_lookat(everything.mean(axis=0).tolist())
+        ctrl.set_zoom(0.55)
+        vis.poll_events()
+        vis.update_renderer()
+        image = np.asarray(vis.capture_screen_float_buffer(do_render=True))
+    finally:
+        vis.destroy_window()
+    return (np.clip(image, 0, 1) * 255).astype(np.uint8)
+
+
+def save_alignment_png(
+    path: str | os.PathLike[str],
+    src_points: np.ndarray,
+    ref_points: np.ndarray,
+    transform: np.ndarray,
+    *,
+    title: str = "",
+    correspondences: tuple[np.ndarray, np.ndarray] | None = None,
+    overwrite: bool = False,
+    max_lines: int = 250,
+) -> Path:
+    """Write a before/after PNG: source (orange) and reference (blue) as given, then with the
+    source moved by ``transform`` (``T_ref_src``). With ``correspondences`` (source and
+    reference coordinates), a third panel draws them as green segments, the source lifted
+    beside the reference along its major axis so the lines are visible (at most ``max_lines``
+    of them, evenly subsampled)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    src = np.asarray(src_points, np.float64)
+    ref = np.asarray(ref_points, np.float64)
+    moved = src @ transform[:3, :3].T + transform[:3, 3]
+    panels = [
+        (
+            "before (input poses)",
+            render_clouds([(src, SOURCE_COLOR), (ref, REFERENCE_COLOR)]),
+        ),
+        (
+            "after (source moved by T_ref_src)",
+            render_clouds([(moved, SOURCE_COLOR), (ref, REFERENCE_COLOR)]),
+        ),
+    ]
+    if correspondences is not None:
+        major, _, _ = principal_view(ref)
+        extent = float(np.ptp(ref @ major))
+        offset = 1.15 * extent * major
+        src_c, ref_c = (np.asarray(c, np.float64) for c in correspondences)
+        keep = np.linspace(0, len(src_c) - 1, min(max_lines, len(src_c))).astype(int)
+        src_c, ref_c = src_c[keep], ref_c[keep]
+        moved_c = src_c @ transform[:3, :3].T + transform[:3, 3]
+        panels.append(
+            (
+                f"{len(keep)} of {len(correspondences[0])} correspondences (source shifted aside)",
+                render_clouds(
+                    [(moved + offset, SOURCE_COLOR), (ref, REFERENCE_COLOR)],
+                    lines=(moved_c + offset, ref_c),
+                ),
+            )
+        )
+    fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4.8))
+    for ax, (name, image) in zip(np.atleast_1d(axes), panels, strict=True):
+        ax.imshow(image)
+        ax.set_title(name)
+        ax.axis("off")
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    path = Path(path)
+    with atomic_output(path, overwrite=overwrite) as tmp:
+        fig.savefig(tmp, dpi=90, format="png")
+    plt.close(fig)
+    return path
