@@ -84,7 +84,7 @@ def render_clouds(
         ctrl = vis.get_view_control()
         everything = np.vstack([np.asarray(c[0]) for c in clouds])
         if front is None or up is None:
-            major, middle, minor = principal_view(everything)
+            _, middle, minor = principal_view(everything)
             front = minor * np.cos(np.radians(30)) - middle * np.sin(np.radians(30))
             up = middle
         ctrl.set_front(list(front))
