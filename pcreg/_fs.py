@@ -55,6 +55,10 @@ def atomic_output(path: str | os.PathLike[str], *, overwrite: bool = False) -> I
     )
     os.close(fd)
     tmp = Path(tmp_name)
+    # mkstemp creates 0600 files; give the output the mode any other new file would get.
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)
     try:
         yield tmp
         with open(tmp, "rb+") as handle:

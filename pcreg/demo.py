@@ -20,6 +20,7 @@ import torch
 from pcreg._fs import atomic_output, check_writable
 from pcreg.baselines import fpfh_ransac
 from pcreg.geometry import (
+    inlier_ratio,
     random_transform,
     relative_rotation_error_deg,
     relative_translation_error,
@@ -125,6 +126,14 @@ def run_demo(
     rre = float(relative_rotation_error_deg(est_t, gt_t))
     rte = float(relative_translation_error(est_t, gt_t))
     rmse = float(transform_rmse(torch.from_numpy(src.astype(np.float64)), est_t, gt_t))
+    ir = float(
+        inlier_ratio(
+            torch.from_numpy(result.src_corr_points),
+            torch.from_numpy(result.ref_corr_points),
+            gt_t,
+            radius=0.1,
+        )
+    )
     record = {
         "pair": description,
         "method": "fpfh-ransac+icp (Open3D; the learned model ships separately)",
@@ -136,6 +145,7 @@ def run_demo(
         "rmse_m": rmse,
         "registered": rmse <= 0.2,
         "num_correspondences": len(result.src_corr_points),
+        "inlier_ratio": ir,
         "fitness": result.fitness,
         "time_s": elapsed,
     }

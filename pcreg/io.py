@@ -40,6 +40,7 @@ from pcreg.errors import (
     NonRigidTransformError,
     ShapeError,
     UnknownFormatError,
+    UnwritableOutputError,
 )
 
 __all__ = [
@@ -79,7 +80,8 @@ PathLike = str | os.PathLike[str]
 NanPolicy = Literal["error", "drop"]
 
 
-def _check_file(path: Path, formats: tuple[str, ...], what: str) -> str:
+def _check_suffix(path: Path, formats: tuple[str, ...], what: str) -> str:
+    """The lower-case extension of ``path``; UnknownFormatError unless it is in ``formats``."""
     suffix = path.suffix.lower()
     if suffix not in formats:
         raise UnknownFormatError(
@@ -87,6 +89,11 @@ def _check_file(path: Path, formats: tuple[str, ...], what: str) -> str:
             f"unknown {what} format {suffix or '(no extension)'!r}; expected one of "
             + ", ".join(formats),
         )
+    return suffix
+
+
+def _check_file(path: Path, formats: tuple[str, ...], what: str) -> str:
+    suffix = _check_suffix(path, formats, what)
     if not path.exists():
         raise MissingFileError(path, "file not found")
     if not path.is_file():
@@ -299,13 +306,7 @@ def write_points(path: PathLike, points: np.ndarray, *, overwrite: bool = False)
         UnwritableOutputError: the directory is missing or not writable.
     """
     path = Path(path)
-    suffix = path.suffix.lower()
-    if suffix not in POINT_WRITE_FORMATS:
-        raise UnknownFormatError(
-            path,
-            f"cannot write point format {suffix or '(no extension)'!r}; expected one of "
-            + ", ".join(POINT_WRITE_FORMATS),
-        )
+    suffix = _check_suffix(path, POINT_WRITE_FORMATS, "point output")
     xyz = validate_points(points, "points")
     with atomic_output(path, overwrite=overwrite) as tmp:
         if suffix == ".npy":
@@ -316,7 +317,7 @@ def write_points(path: PathLike, points: np.ndarray, *, overwrite: bool = False)
 
             cloud = o3d.t.geometry.PointCloud(o3d.core.Tensor(xyz))
             if not o3d.t.io.write_point_cloud(str(tmp), cloud, write_ascii=False):
-                raise CorruptFileError(path, "Open3D failed to write the PLY file")
+                raise UnwritableOutputError(path, "Open3D failed to write the PLY file")
     return path
 
 
@@ -401,13 +402,7 @@ def write_transform(path: PathLike, transform: np.ndarray, *, overwrite: bool = 
     """Write a 4x4 transform atomically as ``.txt`` (4 rows, full precision), ``.npy`` or
     ``.json`` (``{"transform": [[...], ...]}``). The matrix is validated first."""
     path = Path(path)
-    suffix = path.suffix.lower()
-    if suffix not in TRANSFORM_FORMATS:
-        raise UnknownFormatError(
-            path,
-            f"cannot write transform format {suffix or '(no extension)'!r}; expected one of "
-            + ", ".join(TRANSFORM_FORMATS),
-        )
+    suffix = _check_suffix(path, TRANSFORM_FORMATS, "transform output")
     matrix = validate_transform(transform, "transform")
     with atomic_output(path, overwrite=overwrite) as tmp:
         if suffix == ".npy":

@@ -18,6 +18,7 @@ def test_demo_on_generated_pair_registers_and_writes_outputs(tmp_path):
     record = json.loads((tmp_path / "out/result.json").read_text())
     assert record["registered"], record
     assert record["rre_deg"] < 2.0 and record["rte_m"] < 0.05
+    assert record["inlier_ratio"] > 0.5 and record["num_correspondences"] > 100
     est = np.loadtxt(tmp_path / "out/transform.txt")
     np.testing.assert_allclose(est, np.array(record["transform"]), atol=1e-12)
     png = (tmp_path / "out/alignment.png").read_bytes()

@@ -239,6 +239,9 @@ def test_outputs_are_never_silently_overwritten(tmp_path, cloud):
     io.write_points(p, cloud[:10], overwrite=True)
     assert io.read_points(p).shape == (10, 3)
     assert [f.name for f in tmp_path.iterdir()] == ["c.npy"]  # no temporary files left
+    umask = os.umask(0)
+    os.umask(umask)
+    assert p.stat().st_mode & 0o777 == 0o666 & ~umask  # not mkstemp's 0600
 
 
 def test_unwritable_output(tmp_path, cloud):

@@ -104,9 +104,9 @@ def finalize(
         dist = sqdist.to(device=q.device, dtype=q.dtype).clamp(min=0).sqrt()
     if radius is not None:
         missing = missing | (dist > radius)
-    if missing.any():
-        dist = dist.masked_fill(missing, float("inf"))
-        is_sorted = False
+    # In sorted rows the missing entries (padding, beyond the radius) are a tail, so marking
+    # them inf keeps the rows sorted; only unsorted candidates need the sort.
+    dist = dist.masked_fill(missing, float("inf"))
     if not is_sorted:
         dist, order = torch.sort(dist, dim=1, stable=True)
         idx = torch.gather(idx, 1, order)
