@@ -23,8 +23,9 @@ class ClassicalResult:
 
     Attributes:
         transform: ``(4, 4) float64`` ``T_ref_src``.
-        src_corr_points, ref_corr_points: ``(K, 3) float64`` the RANSAC inlier correspondences
-            (source and reference coordinates, metres).
+        src_corr_points, ref_corr_points: ``(K, 3) float64`` the correspondences of the last
+            stage (RANSAC inliers, or ICP's nearest neighbors with ``icp=True``), source and
+            reference coordinates in metres.
         fitness: fraction of downsampled source points with a reference point within the
             inlier distance after alignment.
         inlier_rmse: RMSE of those inliers, metres.
@@ -111,6 +112,10 @@ def fpfh_ransac(
         )
         timings["icp"] = time.perf_counter() - start
         transform = np.asarray(refined.transformation).copy()
+        # Report the correspondences the final estimate rests on (ICP's, 1-voxel radius).
+        corr = np.asarray(refined.correspondence_set, dtype=np.int64).reshape(-1, 2)
+        src_corr = np.asarray(src_down.points)[corr[:, 0]]
+        ref_corr = np.asarray(ref_down.points)[corr[:, 1]]
         fitness, rmse = float(refined.fitness), float(refined.inlier_rmse)
     logger.info(
         "FPFH+RANSAC%s: fitness %.3f, %d inlier correspondences, %.2f s",
