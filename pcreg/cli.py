@@ -53,6 +53,23 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_vit(args: argparse.Namespace) -> int:
+    import json
+
+    from pcreg._compose import compose
+    from pcreg.config import ViTExperimentConfig, from_dict
+    from pcreg.engine.classification import evaluate_vit, train_vit
+
+    cfg = from_dict(ViTExperimentConfig, compose("vit", args.overrides))
+    if args.action == "train":
+        metrics = train_vit(cfg)
+        metrics = {k: v for k, v in metrics.items() if k != "history"}
+    else:
+        metrics = evaluate_vit(cfg)
+    sys.stdout.write(json.dumps(metrics) + "\n")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pcreg", description="3-D point-cloud registration.")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging on stderr")
@@ -81,6 +98,15 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--force", action="store_true", help="replace existing outputs")
     demo.add_argument("--shared-data", type=Path, default=DEFAULT_SHARED_DATA)
     demo.set_defaults(func=_cmd_demo)
+
+    vit = sub.add_parser(
+        "vit",
+        help="train / evaluate the ViT classifier on the digits images",
+        description="Hydra overrides, e.g. `pcreg vit train experiment=vit_digits train.lr=1e-3`.",
+    )
+    vit.add_argument("action", choices=["train", "evaluate"])
+    vit.add_argument("overrides", nargs="*", help="Hydra overrides key=value")
+    vit.set_defaults(func=_cmd_vit)
     return parser
 
 

@@ -1,0 +1,1 @@
+"""Datasets, the synthetic scan generator, augmentation and batching."""

@@ -1,0 +1,1 @@
+"""Image datasets for the ViT and DETR paths."""

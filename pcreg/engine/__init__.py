@@ -1,0 +1,1 @@
+"""Training, evaluation, checkpoints and inference plumbing shared by every model."""

@@ -1,0 +1,1 @@
+"""Learned models: the registration network, the ViT classifier and the DETR detector."""

@@ -1,0 +1,47 @@
+"""Strict config loading and Hydra composition: misspelt keys fail fast, naming the key."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from pcreg._compose import compose
+from pcreg.config import ConfigError, ViTExperimentConfig, from_dict
+
+
+def test_composed_experiment_is_typed():
+    cfg = from_dict(
+        ViTExperimentConfig, compose("vit", ["experiment=vit_digits", "train.epochs=7"])
+    )
+    assert cfg.train.epochs == 7
+    assert cfg.out_dir == "outputs/vit_digits"
+    assert cfg.model.patch_size == 2 and isinstance(cfg.model.mlp_ratio, float)
+
+
+def test_misspelt_override_fails_fast_and_names_the_key():
+    start = time.perf_counter()
+    with pytest.raises(ConfigError, match=r"train\.epchs"):
+        compose("vit", ["experiment=vit_digits", "train.epchs=3"])
+    assert time.perf_counter() - start < 5
+
+
+def test_strict_loader_names_unknown_nested_key_and_suggests():
+    data = compose("vit", [])
+    data["train"]["learning_rate"] = 0.1
+    with pytest.raises(ConfigError) as err:
+        from_dict(ViTExperimentConfig, data)
+    assert str(err.value).startswith("train.learning_rate: unknown config key")
+    data["train"].pop("learning_rate")
+    data["model"]["embed_dm"] = 3
+    with pytest.raises(ConfigError, match="did you mean 'embed_dim'"):
+        from_dict(ViTExperimentConfig, data)
+
+
+def test_strict_loader_checks_types():
+    with pytest.raises(ConfigError, match=r"train\.epochs: expected int"):
+        from_dict(ViTExperimentConfig, {"train": {"epochs": "many"}})
+    with pytest.raises(ConfigError, match=r"train\.lr: expected float"):
+        from_dict(ViTExperimentConfig, {"train": {"lr": True}})
+    cfg = from_dict(ViTExperimentConfig, {"train": {"lr": 1}, "checkpoint": None})
+    assert cfg.train.lr == 1.0 and isinstance(cfg.train.lr, float)
