@@ -4,6 +4,7 @@ pyramid and batch packing. Torch (and numpy) only; optional backends import lazi
 from pcreg.ops.grid_subsample import grid_subsample
 from pcreg.ops.neighbors import Neighbors, available_backends, knn, radius_search
 from pcreg.ops.packing import lengths_to_offsets, packed_to_padded, padded_to_packed
+from pcreg.ops.partition import point_to_node_partition
 from pcreg.ops.pyramid import Pyramid, build_pyramid, calibrate_neighbor_limits
 
 __all__ = [
@@ -17,5 +18,6 @@ __all__ = [
     "lengths_to_offsets",
     "packed_to_padded",
     "padded_to_packed",
+    "point_to_node_partition",
     "radius_search",
 ]

@@ -1,0 +1,118 @@
+"""KPConv feature pyramid (encoder / decoder) as used by GeoTransformer (Qin et al. 2022).
+
+Stage 1: a KPConv block and a residual block at the input resolution. Stage s >= 2: a strided
+residual block (pooling stage s-1 into stage s), then two residual blocks at stage s, with the
+radius and sigma doubling per stage. Widths double per stage: stage s outputs ``init_dim * 2**s``.
+The decoder upsamples (nearest) from the coarsest stage back to stage 2, concatenating the
+encoder features of each stage (unary blocks; a plain linear head at stage 2).
+
+Returns the coarse features (stage ``num_stages``, the superpoints) and the fine features
+(stage 2, the points that are matched).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from pcreg.models.backbones.kpconv.blocks import (
+    ConvBlock,
+    LastUnaryBlock,
+    ResidualBlock,
+    UnaryBlock,
+    nearest_upsample,
+)
+from pcreg.ops.pyramid import Pyramid
+
+__all__ = ["KPConvFPN"]
+
+
+class KPConvFPN(nn.Module):
+    """Args:
+    input_dim: input feature width (1: a constant 1 per point).
+    output_dim: fine feature width (256 in GeoTransformer).
+    init_dim: width of the first block (64); stage s outputs ``init_dim * 2**s``.
+    kernel_size: kernel points (15). init_radius / init_sigma: stage-1 KPConv radius / sigma
+    in metres (2.5 / 2.0 voxel sizes for 3DMatch). group_norm: groups (32).
+    num_stages: 4 (3DMatch) or 5 (KITTI); must match the pyramid.
+    """
+
+    def __init__(
+        self,
+        input_dim: int,
+        output_dim: int,
+        init_dim: int,
+        kernel_size: int,
+        init_radius: float,
+        init_sigma: float,
+        group_norm: int,
+        num_stages: int,
+    ) -> None:
+        super().__init__()
+        if num_stages < 2:
+            raise ValueError(f"the FPN needs at least 2 stages, got {num_stages}")
+        self.num_stages = num_stages
+        k, gn = kernel_size, group_norm
+
+        def radius(s: int) -> tuple[float, float]:
+            return init_radius * 2 ** (s - 1), init_sigma * 2 ** (s - 1)
+
+        self.stages = nn.ModuleList()
+        r, sg = radius(1)
+        self.stages.append(
+            nn.ModuleList(
+                [
+                    ConvBlock(input_dim, init_dim, k, r, sg, gn),
+                    ResidualBlock(init_dim, 2 * init_dim, k, r, sg, gn),
+                ]
+            )
+        )
+        for s in range(2, num_stages + 1):
+            d = init_dim * 2 ** (s - 1)
+            (rp, sp), (r, sg) = radius(s - 1), radius(s)
+            self.stages.append(
+                nn.ModuleList(
+                    [
+                        ResidualBlock(d, d, k, rp, sp, gn, strided=True),
+                        ResidualBlock(d, 2 * d, k, r, sg, gn),
+                        ResidualBlock(2 * d, 2 * d, k, r, sg, gn),
+                    ]
+                )
+            )
+        # decoders[j] produces stage (num_stages - 1 - j), from stage num_stages-1 down to 2
+        self.decoders = nn.ModuleList()
+        for s in range(num_stages - 1, 1, -1):
+            width_in = init_dim * 2 ** (s + 1) + init_dim * 2**s
+            if s > 2:
+                self.decoders.append(UnaryBlock(width_in, init_dim * 2**s, gn))
+            else:
+                self.decoders.append(LastUnaryBlock(width_in, output_dim))
+        self.coarse_dim = init_dim * 2**num_stages
+        self.fine_dim = output_dim
+
+    def forward(self, feats: Tensor, pyramid: Pyramid) -> tuple[Tensor, Tensor]:
+        """feats ``(ΣN_0, input_dim)`` at pyramid stage 0 -> ``(coarse (ΣN_{S-1}, coarse_dim),
+        fine (ΣN_1, output_dim))``."""
+        pts, lens, nbrs = pyramid.points, pyramid.lengths, pyramid.neighbors
+        if len(pts) != self.num_stages:
+            raise ValueError(f"pyramid has {len(pts)} stages, the backbone {self.num_stages}")
+        encoded = []
+        x = feats
+        for i, blocks in enumerate(self.stages):
+            for j, block in enumerate(blocks):
+                if i == 0 and j == 0:
+                    x = block(x, pts[0], pts[0], nbrs[0], lens[0])
+                elif j == 0 and i > 0:
+                    x = block(
+                        x, pts[i], pts[i - 1], pyramid.subsampling[i - 1], lens[i], lens[i - 1]
+                    )
+                else:
+                    x = block(x, pts[i], pts[i], nbrs[i], lens[i], lens[i])
+            encoded.append(x)
+        coarse = encoded[-1]
+        latent = coarse
+        for j, decoder in enumerate(self.decoders):
+            i = self.num_stages - 2 - j  # pyramid index of the stage being decoded
+            up = nearest_upsample(latent, pyramid.upsampling[i])
+            latent = decoder(torch.cat([up, encoded[i]], dim=1), lens[i])
+        return coarse, latent

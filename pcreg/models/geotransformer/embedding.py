@@ -1,0 +1,76 @@
+"""Geometric structure embedding (GeoTransformer, Qin et al. CVPR 2022, §3.2, Eq. 3-5).
+
+For superpoints p_i, p_j of one cloud: the pair-distance term ρ_ij = |p_i - p_j| / σ_d and, for
+each of the k nearest neighbors p_x of p_i, the triplet angle α_ij^x = ∠(p_x - p_i, p_j - p_i)
+/ σ_a. Both go through the sinusoidal encoding and a linear projection; the angle terms are
+reduced over the k neighbors (max or mean) and added to the distance term. Everything depends
+only on distances and angles, so the embedding is invariant to rigid motions of the cloud.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+from pcreg.layers import sinusoidal_encoding
+
+__all__ = ["GeometricStructureEmbedding"]
+
+
+class GeometricStructureEmbedding(nn.Module):
+    """Args:
+    hidden_dim: embedding width (the transformer width).
+    sigma_d: distance scale in metres (0.2 for 3DMatch, 4.8 for KITTI).
+    sigma_a: angle scale in degrees (15).
+    angle_k: neighbors per triplet angle (3).
+    reduction: ``"max"`` or ``"mean"`` over the k angle embeddings.
+    """
+
+    def __init__(
+        self, hidden_dim: int, sigma_d: float, sigma_a: float, angle_k: int, reduction: str = "max"
+    ) -> None:
+        super().__init__()
+        if reduction not in ("max", "mean"):
+            raise ValueError(f"reduction must be 'max' or 'mean', got {reduction!r}")
+        self.hidden_dim, self.sigma_d, self.sigma_a = hidden_dim, sigma_d, sigma_a
+        self.angle_k, self.reduction = angle_k, reduction
+        self.proj_d = nn.Linear(hidden_dim, hidden_dim)
+        self.proj_a = nn.Linear(hidden_dim, hidden_dim)
+
+    @torch.no_grad()
+    def geometry(self, points: Tensor, valid: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """Scaled distances ``(B, N, N)`` and scaled triplet angles ``(B, N, N, k)``.
+
+        points ``(B, N, 3)``; ``valid (B, N)`` excludes padded superpoints from the k nearest
+        neighbors. Clouds with fewer than k+1 valid points repeat their farthest neighbor.
+        """
+        n = points.shape[1]
+        centred = points - points.mean(dim=1, keepdim=True)
+        diff = centred[:, None, :, :] - centred[:, :, None, :]  # (B, N, N, 3): p_j - p_i at [i, j]
+        dist = torch.linalg.vector_norm(diff, dim=-1)  # (B, N, N)
+        k = min(self.angle_k, max(n - 1, 1))
+        search = dist.clone()
+        if valid is not None:
+            search = search.masked_fill(~valid[:, None, :], float("inf"))
+        search.diagonal(dim1=1, dim2=2).fill_(float("inf"))  # not its own neighbor
+        knn = search.topk(k, dim=-1, largest=False).indices  # (B, N, k)
+        knn_vec = torch.gather(diff, 2, knn[..., None].expand(-1, -1, -1, 3))  # (B, N, k, 3)
+        ref = knn_vec[:, :, None, :, :]  # (B, N, 1, k, 3)
+        anc = diff[:, :, :, None, :]  # (B, N, N, 1, 3)
+        sin = torch.linalg.vector_norm(
+            torch.cross(ref.expand(-1, -1, n, -1, -1), anc.expand(-1, -1, -1, k, -1), dim=-1),
+            dim=-1,
+        )
+        cos = (ref * anc).sum(-1)
+        angles = torch.atan2(sin, cos)  # (B, N, N, k) in [0, pi]
+        return dist / self.sigma_d, angles * (180.0 / math.pi) / self.sigma_a
+
+    def forward(self, points: Tensor, valid: Tensor | None = None) -> Tensor:
+        """points ``(B, N, 3)`` -> pair embeddings ``(B, N, N, hidden_dim)``."""
+        d_idx, a_idx = self.geometry(points, valid)
+        emb = self.proj_d(sinusoidal_encoding(d_idx, self.hidden_dim))
+        a = self.proj_a(sinusoidal_encoding(a_idx, self.hidden_dim))  # (B, N, N, k, C)
+        a = a.max(dim=3).values if self.reduction == "max" else a.mean(dim=3)
+        return emb + a

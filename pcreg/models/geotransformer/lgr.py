@@ -1,0 +1,77 @@
+"""Local-to-global registration (GeoTransformer §3.5): no RANSAC.
+
+Every matched patch pair with enough correspondences gives one weighted-Procrustes hypothesis;
+the hypothesis with the most (score-weighted) inliers among all dense correspondences wins and
+is refined by re-solving on its inliers for a few iterations.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from pcreg.geometry.procrustes import weighted_procrustes
+from pcreg.geometry.transforms import apply_transform
+
+__all__ = ["local_to_global_registration"]
+
+
+def local_to_global_registration(
+    ref_points: Tensor,
+    src_points: Tensor,
+    scores: Tensor,
+    patch_index: Tensor,
+    acceptance_radius: float,
+    min_correspondences: int = 3,
+    num_refinement_steps: int = 5,
+) -> tuple[Tensor, Tensor]:
+    """Estimate ``T_ref_src`` of one pair.
+
+    Args:
+        ref_points ``(C, 3)``, src_points ``(C, 3)``: dense correspondences (row i matches row i).
+        scores ``(C,)``: their confidences (non-negative weights).
+        patch_index ``(C,)`` int64: the patch pair each correspondence came from.
+        acceptance_radius: inlier distance in metres (0.1 indoor, 0.6 outdoor).
+        min_correspondences: a patch proposes a hypothesis when it has at least this many.
+        num_refinement_steps: weighted-Procrustes re-solves on the inliers.
+    Returns:
+        ``transform (4, 4)`` and the final inlier mask ``(C,)``. With no correspondences the
+        identity and an empty mask.
+    """
+    c = ref_points.shape[0]
+    eye = torch.eye(4, dtype=ref_points.dtype, device=ref_points.device)
+    if c == 0:
+        return eye, torch.zeros(0, dtype=torch.bool, device=ref_points.device)
+    patches, inverse, counts = torch.unique(patch_index, return_inverse=True, return_counts=True)
+    proposing = counts >= min_correspondences
+    if not bool(proposing.any()):
+        proposing = counts == counts.max()
+    # group correspondences per proposing patch into a padded (H, L, 3) batch
+    order = torch.argsort(inverse, stable=True)
+    starts = torch.cumsum(counts, 0) - counts
+    rank = torch.arange(c, device=order.device) - starts[inverse[order]]
+    length = int(counts.max())
+    h = patches.shape[0]
+    ref_b = ref_points.new_zeros(h, length, 3)
+    src_b = src_points.new_zeros(h, length, 3)
+    w_b = scores.new_zeros(h, length)
+    ref_b[inverse[order], rank] = ref_points[order]
+    src_b[inverse[order], rank] = src_points[order]
+    w_b[inverse[order], rank] = scores[order]
+    hypotheses = weighted_procrustes(src_b[proposing], ref_b[proposing], w_b[proposing])  # (H',4,4)
+    moved = apply_transform(src_points[None], hypotheses)  # (H', C, 3)
+    residual = torch.linalg.vector_norm(moved - ref_points[None], dim=-1)
+    inlier_votes = (residual < acceptance_radius).sum(1)  # most inliers wins (count)
+    transform = hypotheses[inlier_votes.argmax()]
+    for _ in range(num_refinement_steps):
+        residual = _residual(src_points, ref_points, transform)
+        inliers = residual < acceptance_radius
+        if int(inliers.sum()) < 3:
+            break
+        transform = weighted_procrustes(src_points, ref_points, scores * inliers)
+    residual = _residual(src_points, ref_points, transform)
+    return transform, residual < acceptance_radius
+
+
+def _residual(src: Tensor, ref: Tensor, transform: Tensor) -> Tensor:
+    return torch.linalg.vector_norm(apply_transform(src, transform) - ref, dim=-1)

@@ -1,0 +1,77 @@
+"""Log-domain Sinkhorn optimal transport with a learnable dustbin (SuperGlue, Sarlin et al.
+CVPR 2020, §3.3; used by GeoTransformer's point matching)."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+__all__ = ["LearnableLogOptimalTransport", "log_sinkhorn"]
+
+_NEG = -1e12  # "impossible" in log space without producing NaN (-inf - -inf)
+
+
+def log_sinkhorn(scores: Tensor, log_mu: Tensor, log_nu: Tensor, num_iterations: int) -> Tensor:
+    """Sinkhorn iterations in log space.
+
+    Finds u, v with P = exp(scores + u_i + v_j) having row sums exp(log_mu) and column sums
+    exp(log_nu). The last update is v, so column sums are exact and row sums converge.
+
+    scores ``(B, R, C)``, log_mu ``(B, R)``, log_nu ``(B, C)`` -> log P ``(B, R, C)``.
+    """
+    u = torch.zeros_like(log_mu)
+    v = torch.zeros_like(log_nu)
+    for _ in range(num_iterations):
+        u = log_mu - torch.logsumexp(scores + v[:, None, :], dim=2)
+        v = log_nu - torch.logsumexp(scores + u[:, :, None], dim=1)
+    return scores + u[:, :, None] + v[:, None, :]
+
+
+class LearnableLogOptimalTransport(nn.Module):
+    """Partial assignment between the points of two patches with a dustbin row and column.
+
+    The score matrix ``(B, R, C)`` is augmented with a dustbin column / row filled with the
+    learned scalar ``alpha``. Real rows carry mass 1 each, the dustbin row the number of real
+    columns (and symmetrically); everything is divided by the total R_b + C_b of each pair.
+    Padded rows / columns (masks False) carry no mass and may only connect to the dustbins, so
+    no row of the problem is empty and nothing becomes NaN. The output is log P scaled so that
+    each real row sums to 1 (``log P + log(R_b + C_b)``).
+    """
+
+    def __init__(self, num_iterations: int = 100, init_alpha: float = 1.0) -> None:
+        super().__init__()
+        self.num_iterations = num_iterations
+        self.alpha = nn.Parameter(torch.tensor(float(init_alpha)))
+
+    def forward(self, scores: Tensor, row_valid: Tensor, col_valid: Tensor) -> Tensor:
+        """scores ``(B, R, C)``, row_valid ``(B, R)``, col_valid ``(B, C)`` -> ``(B, R+1, C+1)``."""
+        b, r, c = scores.shape
+        alpha = self.alpha.to(scores.dtype)
+        padded = torch.cat(
+            [
+                torch.cat([scores, alpha.expand(b, r, 1)], dim=2),
+                alpha.expand(b, 1, c + 1),
+            ],
+            dim=1,
+        )
+        rows = torch.cat([row_valid, row_valid.new_ones(b, 1)], dim=1)  # dustbin row is real
+        cols = torch.cat([col_valid, col_valid.new_ones(b, 1)], dim=1)
+        pad_pair = ~(rows[:, :, None] & cols[:, None, :])
+        # padded rows/columns keep their link to the opposite dustbin only
+        pad_pair[:, :r, c] &= row_valid
+        pad_pair[:, r, :c] &= col_valid
+        padded = padded.masked_fill(pad_pair, _NEG)
+        n_rows = row_valid.sum(1).to(scores.dtype)
+        n_cols = col_valid.sum(1).to(scores.dtype)
+        norm = -torch.log((n_rows + n_cols).clamp(min=1))  # (B,)
+        log_cols = torch.where(n_cols > 0, torch.log(n_cols.clamp(min=1)), _NEG)
+        log_rows = torch.where(n_rows > 0, torch.log(n_rows.clamp(min=1)), _NEG)
+        log_mu = torch.cat([norm[:, None].expand(b, r), (log_cols + norm)[:, None]], 1)
+        log_nu = torch.cat([norm[:, None].expand(b, c), (log_rows + norm)[:, None]], 1)
+        log_mu = log_mu.masked_fill(~rows, _NEG)
+        log_nu = log_nu.masked_fill(~cols, _NEG)
+        out = log_sinkhorn(padded, log_mu, log_nu, self.num_iterations)
+        return out - norm[:, None, None]
+
+    def extra_repr(self) -> str:
+        return f"num_iterations={self.num_iterations}"
