@@ -1,0 +1,158 @@
+"""Geometric embedding, Sinkhorn, matching and LGR against their definitions."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from pcreg.geometry.metrics import relative_rotation_error_deg, relative_translation_error
+from pcreg.geometry.transforms import apply_transform, random_transform
+from pcreg.models.geotransformer.embedding import GeometricStructureEmbedding
+from pcreg.models.geotransformer.lgr import local_to_global_registration
+from pcreg.models.geotransformer.optimal_transport import LearnableLogOptimalTransport, log_sinkhorn
+from pcreg.models.geotransformer.point_matching import mutual_topk_correspondences
+from pcreg.models.geotransformer.superpoint_matching import superpoint_matching
+from pcreg.ops.partition import point_to_node_partition
+
+
+def test_embedding_is_invariant_to_rigid_motion(gen):
+    emb = GeometricStructureEmbedding(32, sigma_d=0.2, sigma_a=15, angle_k=3).double()
+    pts = torch.rand(2, 40, 3, generator=gen, dtype=torch.float64) * 3
+    moved = apply_transform(
+        pts, random_transform(gen, (2,), dtype=torch.float64, max_translation=50)
+    )
+    a, b = emb(pts), emb(moved)
+    assert a.shape == (2, 40, 40, 32)
+    assert (a - b).abs().max() < 1e-9
+    # and it is not trivially constant: a non-rigid change alters it
+    assert (emb(pts * 1.1) - a).abs().max() > 1e-2
+
+
+def test_embedding_geometry_values(gen):
+    emb = GeometricStructureEmbedding(8, sigma_d=0.5, sigma_a=15, angle_k=1).double()
+    pts = torch.tensor([[[0.0, 0, 0], [1, 0, 0], [0, 2, 0]]], dtype=torch.float64)
+    d, a = emb.geometry(pts)
+    assert torch.allclose(d[0, 0], torch.tensor([0.0, 2.0, 4.0], dtype=torch.float64))
+    # point 0's nearest neighbor is point 1; the angle from (p1 - p0) to (p2 - p0) is 90 deg
+    assert math.isclose(a[0, 0, 2, 0].item(), 90 / 15, rel_tol=1e-12)
+    assert math.isclose(a[0, 0, 1, 0].item(), 0.0, abs_tol=1e-12)
+
+
+def test_embedding_ignores_padded_points_as_angle_neighbors(gen):
+    emb = GeometricStructureEmbedding(16, 0.2, 15, 2).double()
+    pts = torch.rand(1, 10, 3, generator=gen, dtype=torch.float64)
+    padded = torch.cat([pts, pts[:, :1] + 1e-4], 1)  # a pad right beside point 0
+    valid = torch.ones(1, 11, dtype=torch.bool)
+    valid[0, 10] = False
+    assert torch.allclose(emb(padded, valid)[:, :10, :10], emb(pts), atol=1e-12)
+
+
+def _problem(gen, b=3, r=6, c=5, dtype=torch.float64):
+    scores = torch.randn(b, r, c, generator=gen, dtype=dtype)
+    row_valid = torch.ones(b, r, dtype=torch.bool)
+    col_valid = torch.ones(b, c, dtype=torch.bool)
+    row_valid[1, 4:] = False
+    col_valid[b - 1, 3:] = False
+    return scores, row_valid, col_valid
+
+
+def test_sinkhorn_marginals_hold(gen):
+    ot = LearnableLogOptimalTransport(100).double()
+    scores, rv, cv = _problem(gen)
+    out = ot(scores, rv, cv)  # (B, R+1, C+1), scaled so each real row sums to 1
+    p = out.exp()
+    for b in range(3):
+        nr, nc = int(rv[b].sum()), int(cv[b].sum())
+        rows = p[b, :-1].sum(1)
+        cols = p[b, :, :-1].sum(0)
+        # columns: exact (the last Sinkhorn update); rows: converged
+        assert torch.allclose(cols[cv[b]], torch.ones(nc, dtype=torch.float64), atol=1e-12)
+        assert torch.allclose(rows[rv[b]], torch.ones(nr, dtype=torch.float64), atol=1e-6)
+        assert math.isclose(p[b, :, -1].sum().item(), nr, rel_tol=1e-6)  # dustbin column
+        assert math.isclose(p[b, -1, :].sum().item(), nc, rel_tol=1e-12)  # dustbin row
+        # padded rows / columns carry nothing
+        assert p[b, :-1][~rv[b]].sum() < 1e-12 and p[b, :, :-1][:, ~cv[b]].sum() < 1e-12
+    assert torch.isfinite(out[torch.isfinite(out)]).all() and not torch.isnan(out).any()
+
+
+def test_sinkhorn_is_shift_invariant(gen):
+    scores = torch.randn(2, 5, 4, generator=gen, dtype=torch.float64)
+    mu = torch.log(torch.full((2, 5), 1 / 5, dtype=torch.float64))
+    nu = torch.log(torch.full((2, 4), 1 / 4, dtype=torch.float64))
+    a = log_sinkhorn(scores, mu, nu, 50)
+    b = log_sinkhorn(scores + 7.5, mu, nu, 50)
+    assert torch.allclose(a, b, atol=1e-10)
+
+
+def test_sinkhorn_gradcheck(gen):
+    ot = LearnableLogOptimalTransport(20).double()
+    scores, rv, cv = _problem(gen, b=2, r=3, c=4)
+    scores.requires_grad_(True)
+    # entries of masked (impossible) pairs sit at -1e12, where finite differences are noise
+    live = ot(scores, rv, cv).detach() > -1e6
+    assert torch.autograd.gradcheck(lambda s: ot(s, rv, cv)[live], (scores,), eps=1e-6, atol=1e-5)
+    ot(scores, rv, cv).sum().backward()
+    assert ot.alpha.grad is not None and torch.isfinite(ot.alpha.grad)
+
+
+def test_mutual_topk(gen):
+    p = torch.tensor([[[0.9, 0.05, 0.0], [0.6, 0.3, 0.02], [0.0, 0.01, 0.04]]])
+    valid = torch.ones(1, 3, dtype=torch.bool)
+    corr = mutual_topk_correspondences(p, valid, valid, k=1, confidence_threshold=0.05)
+    assert corr.nonzero().tolist() == [[0, 0, 0]]
+    corr2 = mutual_topk_correspondences(p, valid, valid, k=2, confidence_threshold=0.05)
+    assert corr2.nonzero().tolist() == [[0, 0, 0], [0, 1, 0], [0, 1, 1]]
+    v = valid.clone()
+    v[0, 0] = False
+    assert not mutual_topk_correspondences(p, v, valid, k=2, confidence_threshold=0.05)[0, 0].any()
+
+
+def test_superpoint_matching_finds_the_planted_pairs(gen):
+    f = torch.nn.functional.normalize(torch.randn(12, 16, generator=gen), dim=-1)
+    perm = torch.randperm(12, generator=gen)
+    src = f[perm] + 0.01 * torch.randn(12, 16, generator=gen)
+    valid = torch.ones(12, dtype=torch.bool)
+    ri, si, scores = superpoint_matching(f, src, valid, valid, 12)
+    assert torch.equal(torch.sort(ri).values, torch.arange(12))
+    assert torch.all(perm[si] == ri)
+    assert torch.all(scores[:-1] >= scores[1:])
+    v = valid.clone()
+    v[3] = False
+    ri, _, _ = superpoint_matching(f, src, v, valid, 200)
+    assert 3 not in ri.tolist() and len(ri) == 11 * 12
+
+
+def test_partition(gen):
+    nodes = torch.tensor([[0.0, 0, 0], [10, 0, 0], [50, 0, 0]])
+    pts = torch.cat(
+        [
+            torch.rand(30, 3, generator=gen),
+            torch.rand(5, 3, generator=gen) + torch.tensor([10.0, 0, 0]),
+        ]
+    )
+    node_valid, idx, valid = point_to_node_partition(pts, nodes, point_limit=8)
+    assert node_valid.tolist() == [True, True, False]
+    assert valid.sum(1).tolist() == [8, 5, 0]
+    assert torch.all(idx[1, :5] >= 30) and torch.all(idx[1, 5:] == 35) and torch.all(idx[2] == 35)
+    d = torch.linalg.norm(pts - nodes[0], dim=1)
+    assert set(idx[0].tolist()) == set(torch.argsort(d[:30])[:8].tolist())  # the nearest 8
+
+
+def test_lgr_recovers_transform_with_40_percent_outliers(gen):
+    t = random_transform(gen, dtype=torch.float64, max_translation=2.0)
+    src = torch.rand(60 * 8, 3, generator=gen, dtype=torch.float64) * 4
+    ref = apply_transform(src, t)
+    patch = torch.arange(60).repeat_interleave(8)
+    outliers = torch.rand(len(src), generator=gen) < 0.4
+    ref[outliers] = torch.rand(int(outliers.sum()), 3, generator=gen, dtype=torch.float64) * 4
+    ref[~outliers] += 0.002 * torch.randn(
+        int((~outliers).sum()), 3, generator=gen, dtype=torch.float64
+    )
+    scores = torch.rand(len(src), generator=gen, dtype=torch.float64) * 0.5 + 0.5
+    est, inliers = local_to_global_registration(ref, src, scores, patch, acceptance_radius=0.1)
+    assert relative_rotation_error_deg(est, t) < 0.1
+    assert relative_translation_error(est, t) < 1e-3
+    assert inliers[~outliers].float().mean() > 0.99 and inliers[outliers].float().mean() < 0.05
+    eye, empty = local_to_global_registration(ref[:0], src[:0], scores[:0], patch[:0], 0.1)
+    assert torch.equal(eye, torch.eye(4, dtype=torch.float64)) and empty.numel() == 0
