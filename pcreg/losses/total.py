@@ -58,14 +58,26 @@ def build_targets(
 def registration_loss(out, transforms: Tensor, targets: list[NodeTargets], cfg: LossConfig):
     """``{"loss", "coarse_loss", "fine_loss"}`` of a :class:`RegistrationOutput`."""
     coarse = overlap_aware_circle_loss(
-        out.ref_feats_c, out.src_feats_c, out.ref_valid_c, out.src_valid_c, targets,
-        positive_overlap=cfg.positive_overlap, pos_margin=cfg.pos_margin,
-        neg_margin=cfg.neg_margin, pos_optimal=cfg.pos_optimal, neg_optimal=cfg.neg_optimal,
+        out.ref_feats_c,
+        out.src_feats_c,
+        out.ref_valid_c,
+        out.src_valid_c,
+        targets,
+        positive_overlap=cfg.positive_overlap,
+        pos_margin=cfg.pos_margin,
+        neg_margin=cfg.neg_margin,
+        pos_optimal=cfg.pos_optimal,
+        neg_optimal=cfg.neg_optimal,
         log_scale=cfg.log_scale,
     )
     fine = point_matching_loss(
-        out.matching_scores, out.ref_knn_points, out.src_knn_points, out.ref_knn_valid,
-        out.src_knn_valid, transforms[out.patch_batch], cfg.matching_radius,
+        out.matching_scores,
+        out.ref_knn_points,
+        out.src_knn_points,
+        out.ref_knn_valid,
+        out.src_knn_valid,
+        transforms[out.patch_batch],
+        cfg.matching_radius,
     )
     loss = cfg.coarse_weight * coarse + cfg.fine_weight * fine
     return {"loss": loss, "coarse_loss": coarse, "fine_loss": fine}
