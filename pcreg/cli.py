@@ -31,6 +31,18 @@ def _cmd_benchmark(args: argparse.Namespace) -> int:
     )
     from pcreg.bench.report import replace_section
 
+    if args.model:
+        from pcreg.bench.model import benchmark_model, format_model_table
+        from pcreg.errors import MissingFileError
+
+        if not (args.shared_data / "geotransformer_repo" / "demo").is_dir():
+            raise MissingFileError(args.shared_data, "the model benchmark needs the demo pair")
+        results = benchmark_model(args.shared_data, runs=args.runs)
+        table = format_model_table(results, "pcreg benchmark --model --runs 3")
+        sys.stdout.write(table + "\n")
+        if args.output is not None:
+            replace_section(args.output, "model", table)
+        return 0
     cloud, source = load_benchmark_cloud(args.shared_data if args.shared_data.is_dir() else None)
     results = benchmark_neighbors(cloud, radius=args.radius, cap=args.cap, runs=args.runs)
     command = "pcreg benchmark --quick" if args.quick else "pcreg benchmark"
@@ -80,6 +92,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--quick",
         action="store_true",
         help="neighbor-search table only (the full suite grows with the model)",
+    )
+    bench.add_argument(
+        "--model",
+        action="store_true",
+        help="time the registration network on the real demo pair instead",
     )
     bench.add_argument("--runs", type=int, default=5, help="timed runs per case (median)")
     bench.add_argument("--radius", type=float, default=0.5, help="radius search radius, metres")
