@@ -82,6 +82,19 @@ def _cmd_vit(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_evaluate_log(args: argparse.Namespace) -> int:
+    import json
+
+    from pcreg.engine.evaluate_log import format_scores_markdown, score_log_dirs
+
+    scores = score_log_dirs(args.gt_dir, args.est_dir, rmse_threshold=args.rmse_threshold)
+    if args.json:
+        sys.stdout.write(json.dumps({k: scores[k] for k in ("scenes", "overall")}) + "\n")
+    else:
+        sys.stdout.write(format_scores_markdown(scores) + "\n")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pcreg", description="3-D point-cloud registration.")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging on stderr")
@@ -124,6 +137,18 @@ def build_parser() -> argparse.ArgumentParser:
     vit.add_argument("action", choices=["train", "evaluate"])
     vit.add_argument("overrides", nargs="*", help="Hydra overrides key=value")
     vit.set_defaults(func=_cmd_vit)
+
+    ev = sub.add_parser(
+        "evaluate-log",
+        help="score 3DMatch-format estimates (.log) with the published protocol",
+        description="GT_DIR holds <scene>/gt.log and gt.info; EST_DIR <scene>/est.log or "
+        "<scene>.log. Non-consecutive pairs only; RR = mean of per-scene recalls.",
+    )
+    ev.add_argument("--gt-dir", type=Path, required=True)
+    ev.add_argument("--est-dir", type=Path, required=True)
+    ev.add_argument("--rmse-threshold", type=float, default=0.2, help="metres")
+    ev.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    ev.set_defaults(func=_cmd_evaluate_log)
     return parser
 
 

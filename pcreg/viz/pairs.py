@@ -1,0 +1,68 @@
+"""Grids of registration pairs (reference, source, aligned) rendered headless to one PNG."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from pcreg._fs import atomic_output
+from pcreg.viz.render import REFERENCE_COLOR, SOURCE_COLOR, render_clouds
+
+__all__ = ["save_pair_grid_png"]
+
+
+def save_pair_grid_png(
+    path: str | os.PathLike[str],
+    pairs: Sequence[tuple[str, np.ndarray, np.ndarray, np.ndarray]],
+    *,
+    overwrite: bool = True,
+    max_points: int = 60000,
+    seed: int = 0,
+) -> Path:
+    """One row per pair ``(title, ref (N, 3), src (M, 3), T_ref_src (4, 4))``: the reference
+    (blue), the source (orange), both after moving the source by ``T_ref_src``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rng = np.random.default_rng(seed)
+
+    def thin(p: np.ndarray) -> np.ndarray:
+        p = np.asarray(p, np.float64)
+        return p[rng.choice(len(p), max_points, replace=False)] if len(p) > max_points else p
+
+    fig, axes = plt.subplots(len(pairs), 3, figsize=(13, 3.6 * len(pairs)), squeeze=False)
+    for row, (title, ref, src, t) in zip(axes, pairs, strict=True):
+        ref, src = thin(ref), thin(src)
+        moved = src @ t[:3, :3].T + t[:3, 3]
+        images = [
+            (f"reference ({len(ref):,} pts shown)", render_clouds([(ref, REFERENCE_COLOR)])),
+            (f"source ({len(src):,} pts shown)", render_clouds([(src, SOURCE_COLOR)])),
+            (
+                "aligned by the ground truth",
+                render_clouds([(moved, SOURCE_COLOR), (ref, REFERENCE_COLOR)]),
+            ),
+        ]
+        for ax, (name, img) in zip(row, images, strict=True):
+            ax.imshow(img)
+            ax.set_axis_off()
+            ax.set_title(name, fontsize=9)
+        row[0].text(
+            -0.05,
+            0.5,
+            title,
+            transform=row[0].transAxes,
+            rotation=90,
+            va="center",
+            ha="right",
+            fontsize=9,
+        )
+    fig.tight_layout()
+    with atomic_output(path, overwrite=overwrite) as tmp:
+        fig.savefig(tmp, dpi=90, format="png")
+    plt.close(fig)
+    return Path(path)
