@@ -82,6 +82,53 @@ def _cmd_vit(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_evaluate(args: argparse.Namespace) -> int:
+    import json
+
+    from pcreg._compose import compose
+    from pcreg._fs import atomic_output, check_writable
+    from pcreg.config import ConfigError, EvaluateConfig, from_dict
+    from pcreg.engine.evaluate import evaluate_pairs, format_evaluation_markdown
+    from pcreg.engine.inference import Registrar
+
+    cfg = from_dict(EvaluateConfig, compose("evaluate", args.overrides))
+    if not cfg.checkpoint:
+        raise ConfigError("checkpoint", "give the model to evaluate: checkpoint=PATH")
+    if not cfg.dataset.root:
+        raise ConfigError("dataset.root", "give the dataset root: dataset.root=DIR")
+    out = Path(cfg.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    for name in ("results.json", "results.md"):
+        check_writable(out / name, overwrite=cfg.overwrite)
+    root = Path(cfg.dataset.root)
+    if cfg.dataset.layout == "threedmatch":
+        from pcreg.data.threedmatch import ThreeDMatchPairs
+
+        dataset = ThreeDMatchPairs(root, cfg.dataset.benchmark)
+        bdir = cfg.dataset.benchmark_dir or root / "metadata" / "benchmarks" / cfg.dataset.benchmark
+        bdir = bdir if Path(bdir).is_dir() else None
+        protocol = "threedmatch"
+    elif cfg.dataset.layout == "kitti":
+        from pcreg.data.kitti import KittiPairs
+
+        dataset, bdir, protocol = KittiPairs(root, cfg.dataset.benchmark), None, "kitti"
+    else:
+        raise ConfigError(
+            "dataset.layout", f"must be threedmatch or kitti, got {cfg.dataset.layout!r}"
+        )
+    registrar = Registrar.from_checkpoint(cfg.checkpoint, device=cfg.device)
+    result = evaluate_pairs(
+        dataset, registrar, protocol=protocol, benchmark_dir=bdir, limit=cfg.limit
+    )
+    table = format_evaluation_markdown(result)
+    with atomic_output(out / "results.json", overwrite=cfg.overwrite) as tmp:
+        tmp.write_text(json.dumps(result, indent=1))
+    with atomic_output(out / "results.md", overwrite=cfg.overwrite) as tmp:
+        tmp.write_text(table + "\n")
+    sys.stdout.write(table + "\n")
+    return 0
+
+
 def _cmd_evaluate_log(args: argparse.Namespace) -> int:
     import json
 
@@ -137,6 +184,15 @@ def build_parser() -> argparse.ArgumentParser:
     vit.add_argument("action", choices=["train", "evaluate"])
     vit.add_argument("overrides", nargs="*", help="Hydra overrides key=value")
     vit.set_defaults(func=_cmd_vit)
+
+    evm = sub.add_parser(
+        "evaluate",
+        help="run a model checkpoint over a benchmark (FMR, IR, RR, RRE, RTE)",
+        description="Hydra overrides, e.g. `pcreg evaluate checkpoint=m.pt dataset.root=DIR "
+        "dataset.benchmark=3DLoMatch`; writes results.md / results.json to out_dir.",
+    )
+    evm.add_argument("overrides", nargs="*", help="Hydra overrides key=value")
+    evm.set_defaults(func=_cmd_evaluate)
 
     ev = sub.add_parser(
         "evaluate-log",

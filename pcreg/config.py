@@ -20,6 +20,8 @@ __all__ = [
     "ClassifierTrainConfig",
     "ConfigError",
     "DigitsDataConfig",
+    "EvalDatasetConfig",
+    "EvaluateConfig",
     "ViTExperimentConfig",
     "from_dict",
     "to_dict",
@@ -146,3 +148,27 @@ class ViTExperimentConfig:
     overwrite: bool = False
     checkpoint: str | None = None
     rollout_images: int = 12
+
+
+# --------------------------------------------------------------------------- evaluate
+@dataclasses.dataclass
+class EvalDatasetConfig:
+    """Which pairs: ``layout`` threedmatch (3DMatch layout, ``benchmark`` = metadata stem such
+    as 3DMatch / 3DLoMatch / val) or kitti (``benchmark`` = split)."""
+
+    layout: str = "threedmatch"
+    root: str = ""
+    benchmark: str = "3DMatch"
+    benchmark_dir: str | None = None  # official gt.log/gt.info folder; default: if present
+
+
+@dataclasses.dataclass
+class EvaluateConfig:
+    """``pcreg evaluate``: a checkpoint over a benchmark -> Markdown table + JSON."""
+
+    checkpoint: str = ""
+    dataset: EvalDatasetConfig = dataclasses.field(default_factory=EvalDatasetConfig)
+    limit: int | None = None
+    device: str = "cpu"
+    out_dir: str = "outputs/evaluate"
+    overwrite: bool = False
