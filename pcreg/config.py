@@ -22,6 +22,7 @@ __all__ = [
     "DigitsDataConfig",
     "EvalDatasetConfig",
     "EvaluateConfig",
+    "TrainConfig",
     "ViTExperimentConfig",
     "from_dict",
     "to_dict",
@@ -172,3 +173,71 @@ class EvaluateConfig:
     device: str = "cpu"
     out_dir: str = "outputs/evaluate"
     overwrite: bool = False
+
+
+# --------------------------------------------------------------------------- train
+from pcreg.data.transforms import AugmentationConfig  # noqa: E402
+from pcreg.losses.total import LossConfig  # noqa: E402
+from pcreg.models.geotransformer.config import GeoTransformerConfig  # noqa: E402
+
+
+@dataclasses.dataclass
+class GenerateConfig:
+    """Generate a synthetic dataset into ``data.root`` when it holds no metadata yet."""
+
+    kind: str = "indoor"  # indoor | outdoor
+    train_scenes: int = 40
+    val_scenes: int = 4
+    seed: int = 0  # validation scenes use seed + 1_000_000: never trained on
+
+
+@dataclasses.dataclass
+class TrainDataConfig:
+    layout: str = "threedmatch"  # threedmatch | kitti (directory layout of data.root)
+    root: str = ""
+    train_split: str = "train"
+    val_split: str = "val"
+    generate: GenerateConfig | None = None
+    augmentation: AugmentationConfig = dataclasses.field(default_factory=AugmentationConfig)
+    batch_size: int = 1  # pairs per process and step
+    max_val_pairs: int | None = 50
+    success: str = "rmse"  # rmse (RMSE of the moved source <= 0.2 m) | kitti (RRE<5, RTE<2)
+
+
+@dataclasses.dataclass
+class OptimConfig:
+    """Adam; learning rate = lr * warm-up(step) * decay(epoch)."""
+
+    lr: float = 1e-4
+    weight_decay: float = 1e-6
+    scheduler: str = "exponential"  # exponential | step | cosine | none
+    gamma: float = 0.95
+    step_epochs: int = 1  # decay every this many epochs (exponential / step)
+    warmup_steps: int = 0
+    grad_clip: float = 0.0  # max gradient norm, 0 = off
+    amp: bool = False  # mixed precision (CUDA only)
+
+
+@dataclasses.dataclass
+class TrainLoopConfig:
+    epochs: int = 40
+    max_steps_per_epoch: int | None = None
+    seed: int = 0
+    checkpoint_every: int = 200  # steps
+    resume: bool = False
+    out_dir: str = "outputs/train"
+    overwrite: bool = False
+    num_threads: int = 0
+    log_every: int = 10
+    device: str = "auto"  # auto | cpu | cuda | cuda:N
+
+
+@dataclasses.dataclass
+class TrainConfig:
+    """``pcreg train``: the registration model on a dataset."""
+
+    model: GeoTransformerConfig = dataclasses.field(default_factory=GeoTransformerConfig)
+    data: TrainDataConfig = dataclasses.field(default_factory=TrainDataConfig)
+    loss: LossConfig = dataclasses.field(default_factory=LossConfig)
+    optim: OptimConfig = dataclasses.field(default_factory=OptimConfig)
+    train: TrainLoopConfig = dataclasses.field(default_factory=TrainLoopConfig)

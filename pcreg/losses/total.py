@@ -3,6 +3,7 @@ point-matching loss (GeoTransformer §3.6)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -40,17 +41,20 @@ def build_targets(
     transforms: Tensor,
     point_limit: int,
     cfg: LossConfig,
-    generator: torch.Generator,
+    generator: torch.Generator | Sequence[torch.Generator],
 ) -> tuple[list[NodeTargets], list[tuple[Tensor, Tensor]]]:
     """Per pair: all overlapping superpoint pairs (for the coarse loss) and the sampled
-    correspondences to pass to ``forward(node_correspondences=...)``."""
+    correspondences to pass to ``forward(node_correspondences=...)``. ``generator``: one for
+    the batch, or one per pair (so a pair's sample does not depend on its batch-mates)."""
+    gens = [generator] * batch_size if isinstance(generator, torch.Generator) else list(generator)
     refs, srcs = partition_pair_batch(pyramid, batch_size, point_limit)
     targets = [
         node_targets(refs[i], srcs[i], transforms[i], cfg.matching_radius)
         for i in range(batch_size)
     ]
     sampled = [
-        sample_node_targets(t, cfg.num_targets, cfg.target_overlap, generator) for t in targets
+        sample_node_targets(t, cfg.num_targets, cfg.target_overlap, g)
+        for t, g in zip(targets, gens, strict=True)
     ]
     return targets, sampled
 
@@ -70,14 +74,23 @@ def registration_loss(out, transforms: Tensor, targets: list[NodeTargets], cfg: 
         neg_optimal=cfg.neg_optimal,
         log_scale=cfg.log_scale,
     )
-    fine = point_matching_loss(
-        out.matching_scores,
-        out.ref_knn_points,
-        out.src_knn_points,
-        out.ref_knn_valid,
-        out.src_knn_valid,
-        transforms[out.patch_batch],
-        cfg.matching_radius,
-    )
+    # per-pair means, then the mean over pairs: a batch of B equals B batches of 1 (and a
+    # B-rank DDP step), whatever the number of patches / labels of each pair
+    fines = []
+    for b in range(len(targets)):
+        sel = out.patch_batch == b
+        if bool(sel.any()):
+            fines.append(
+                point_matching_loss(
+                    out.matching_scores[sel],
+                    out.ref_knn_points[sel],
+                    out.src_knn_points[sel],
+                    out.ref_knn_valid[sel],
+                    out.src_knn_valid[sel],
+                    transforms[out.patch_batch[sel]],
+                    cfg.matching_radius,
+                )
+            )
+    fine = torch.stack(fines).mean() if fines else out.matching_scores.sum() * 0.0
     loss = cfg.coarse_weight * coarse + cfg.fine_weight * fine
     return {"loss": loss, "coarse_loss": coarse, "fine_loss": fine}
