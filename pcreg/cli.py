@@ -130,10 +130,24 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         raise ConfigError(
             "dataset.layout", f"must be threedmatch or kitti, got {cfg.dataset.layout!r}"
         )
-    registrar = Registrar.from_checkpoint(cfg.checkpoint, device=cfg.device)
-    result = evaluate_pairs(
-        dataset, registrar, protocol=protocol, benchmark_dir=bdir, limit=cfg.limit
-    )
+    from pcreg.engine.distributed import cleanup, setup
+
+    info = setup(cfg.device)  # under torchrun the pairs are sharded over the ranks
+    try:
+        registrar = Registrar.from_checkpoint(cfg.checkpoint, device=cfg.device)
+        result = evaluate_pairs(
+            dataset,
+            registrar,
+            protocol=protocol,
+            benchmark_dir=bdir,
+            limit=cfg.limit,
+            rank=info.rank,
+            world_size=info.world_size,
+        )
+    finally:
+        cleanup(info)
+    if not info.is_main:
+        return 0
     table = format_evaluation_markdown(result)
     with atomic_output(out / "results.json", overwrite=cfg.overwrite) as tmp:
         tmp.write_text(json.dumps(result, indent=1))

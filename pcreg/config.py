@@ -200,6 +200,7 @@ class TrainDataConfig:
     generate: GenerateConfig | None = None
     augmentation: AugmentationConfig = dataclasses.field(default_factory=AugmentationConfig)
     batch_size: int = 1  # pairs per process and step
+    point_limit: int | None = 30000  # random subset per cloud in training (GeoTransformer)
     max_val_pairs: int | None = 50
     success: str = "rmse"  # rmse (RMSE of the moved source <= 0.2 m) | kitti (RRE<5, RTE<2)
 

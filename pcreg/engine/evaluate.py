@@ -54,10 +54,14 @@ def evaluate_pairs(
     inlier_radius: float | None = None,
     limit: int | None = None,
     progress: bool = True,
+    rank: int = 0,
+    world_size: int = 1,
 ) -> dict:
     """Score ``predict(ref, src) -> Prediction`` on ``dataset`` items ``(ref, src, T, record)``.
 
-    Returns ``{"pairs": [...], "scenes": [...], "overall": {...}}``."""
+    Under ``torchrun`` pass the rank / world size: rank r scores pairs r, r + W, ... and the
+    rows are gathered on every rank before the summary. Returns ``{"pairs": [...], "scenes":
+    [...], "overall": {...}}``."""
     if protocol not in ("threedmatch", "kitti"):
         raise ValueError(f"protocol must be 'threedmatch' or 'kitti', got {protocol!r}")
     radius = (
@@ -66,7 +70,9 @@ def evaluate_pairs(
     info = _info_lookup(Path(benchmark_dir) if benchmark_dir else None)
     n = len(dataset) if limit is None else min(limit, len(dataset))
     rows = []
-    for idx in tqdm(range(n), desc="evaluate", unit="pair", disable=not progress):
+    for idx in tqdm(
+        range(rank, n, world_size), desc="evaluate", unit="pair", disable=not progress or rank != 0
+    ):
         ref, src, gt, rec = dataset[idx]
         pred = predict(ref, src)
         gt_t = torch.from_numpy(np.asarray(gt, np.float64))
@@ -108,6 +114,12 @@ def evaluate_pairs(
                 "time_s": pred.time_s,
             }
         )
+    if world_size > 1:
+        import torch.distributed as dist
+
+        gathered: list = [None] * world_size
+        dist.all_gather_object(gathered, rows)
+        rows = [r for part in gathered for r in part]
     return _summarise(rows, protocol)
 
 

@@ -298,6 +298,10 @@ def _train(cfg: TrainConfig, info: DistInfo) -> dict[str, Any]:
             for idx in mine.tolist():
                 rng, gen = _pair_generator(t.seed, epoch, idx)
                 ref, src, tr = train_set[idx][:3]
+                lim = cfg.data.point_limit
+                if lim is not None:  # GeoTransformer's training point limit
+                    ref = ref[rng.permutation(len(ref))[:lim]] if len(ref) > lim else ref
+                    src = src[rng.permutation(len(src))[:lim]] if len(src) > lim else src
                 items.append(augment_pair(ref, src, tr, cfg.data.augmentation, rng))
                 gens.append(gen)
             batch = _collate(cfg, items, device)
