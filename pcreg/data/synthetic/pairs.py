@@ -1,7 +1,7 @@
 """Fragments / scans and registration pairs from the procedural scenes.
 
 Indoor (3DMatch-like): a depth camera walks a smooth random path through a furnished room;
-every ``frames_per_fragment`` frames are fused into one fragment expressed in the camera frame
+every ``frames_per_fragment`` (8) frames are fused into one fragment expressed in the camera frame
 of its first frame and voxelised at 2.5 cm (3DMatch fuses 50 frames into a TSDF; PREDATOR's
 fragments are voxelised at 2.5 cm). Pairs are all fragment pairs of a scene whose overlap is in
 the requested range (> 0.3 like 3DMatch, 0.1-0.3 like 3DLoMatch).
@@ -91,7 +91,7 @@ def _free(scene, position: np.ndarray, ceiling: float, clearance: float = 0.3) -
 def indoor_fragments(
     seed: int,
     num_fragments: int = 8,
-    frames_per_fragment: int = 10,
+    frames_per_fragment: int = 8,
     camera: DepthCamera | None = None,
     voxel: float = INDOOR_VOXEL,
 ) -> tuple[list[np.ndarray], list[np.ndarray]]:
@@ -145,7 +145,7 @@ def indoor_pairs(
     min_overlap: float = 0.1,
     max_overlap: float = 1.0,
     num_fragments: int = 8,
-    frames_per_fragment: int = 10,
+    frames_per_fragment: int = 8,
 ) -> list[SyntheticPair]:
     """All fragment pairs of one generated room with ``min_overlap < overlap <= max_overlap``."""
     frags, poses = indoor_fragments(seed, num_fragments, frames_per_fragment)

@@ -40,7 +40,7 @@ class DepthCamera:
     fx: float = 131.0
     fy: float = 131.0
     min_depth: float = 0.4
-    max_depth: float = 3.8
+    max_depth: float = 3.0
     max_incidence_deg: float = 78.0
     holes_per_frame: float = 1.5
 
