@@ -95,6 +95,7 @@ def benchmark_model(shared_data: Path, runs: int = 3) -> dict:
     for name, overrides in CONFIGS.items():
         code = (
             "import json, sys; from pcreg.bench.model import _worker; "
+            # the worker's stdout is the channel back to this process
             f"print(json.dumps(_worker({str(demo)!r}, {overrides!r}, {runs})))"
         )
         proc = subprocess.run(

@@ -189,7 +189,7 @@ class MultiHeadAttention(nn.Module):
         return self
 
 
-class RelativePositionAttention(nn.Module):
+class RelativePositionAttention(MultiHeadAttention):
     """GeoTransformer's geometric self-attention (Qin et al., CVPR 2022, Eq. 2).
 
     e_ij = q_i (k_j + r_ij)ᵀ / sqrt(D), with q = x W_q, k = x W_k and r_ij = g_ij W_p a
@@ -210,20 +210,8 @@ class RelativePositionAttention(nn.Module):
         pos_dim: int | None = None,
         fused: bool = True,
     ) -> None:
-        super().__init__()
-        if embed_dim % num_heads:
-            raise ValueError(f"embed_dim {embed_dim} is not divisible by num_heads {num_heads}")
-        self.embed_dim, self.num_heads, self.dropout, self.fused = (
-            embed_dim,
-            num_heads,
-            dropout,
-            fused,
-        )
-        self.q_proj = nn.Linear(embed_dim, embed_dim)
-        self.k_proj = nn.Linear(embed_dim, embed_dim)
-        self.v_proj = nn.Linear(embed_dim, embed_dim)
+        super().__init__(embed_dim, num_heads, dropout, fused=fused)
         self.p_proj = nn.Linear(pos_dim or embed_dim, embed_dim)
-        self.out_proj = nn.Linear(embed_dim, embed_dim)
 
     def forward(
         self,
