@@ -170,6 +170,18 @@ def _cmd_evaluate_log(args: argparse.Namespace) -> int:
     return 0
 
 
+def _hydra_subcommand(
+    sub, name: str, func, help: str, example: str, positional: tuple[str, list[str]] | None = None
+):
+    """A subcommand that takes Hydra ``key=value`` overrides (after an optional choice)."""
+    cmd = sub.add_parser(name, help=help, description=f"Hydra overrides, {example}")
+    if positional is not None:
+        cmd.add_argument(positional[0], choices=positional[1])
+    cmd.add_argument("overrides", nargs="*", help="Hydra overrides key=value")
+    cmd.set_defaults(func=func)
+    return cmd
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pcreg", description="3-D point-cloud registration.")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging on stderr")
@@ -204,32 +216,30 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--shared-data", type=Path, default=DEFAULT_SHARED_DATA)
     demo.set_defaults(func=_cmd_demo)
 
-    vit = sub.add_parser(
+    _hydra_subcommand(
+        sub,
         "vit",
-        help="train / evaluate the ViT classifier on the digits images",
-        description="Hydra overrides, e.g. `pcreg vit train experiment=vit_digits train.lr=1e-3`.",
+        _cmd_vit,
+        "train / evaluate the ViT classifier on the digits images",
+        "e.g. `pcreg vit train experiment=vit_digits train.lr=1e-3`.",
+        positional=("action", ["train", "evaluate"]),
     )
-    vit.add_argument("action", choices=["train", "evaluate"])
-    vit.add_argument("overrides", nargs="*", help="Hydra overrides key=value")
-    vit.set_defaults(func=_cmd_vit)
-
-    tr = sub.add_parser(
+    _hydra_subcommand(
+        sub,
         "train",
-        help="train the registration network (torchrun-compatible)",
-        description="Hydra overrides, e.g. `pcreg train experiment=synthetic_indoor "
-        "train.epochs=5`; `torchrun --nproc_per_node=2 -m pcreg train ...` for DDP.",
+        _cmd_train,
+        "train the registration network (torchrun-compatible)",
+        "e.g. `pcreg train experiment=synthetic_indoor train.epochs=5`; "
+        "`torchrun --nproc_per_node=2 -m pcreg train ...` for DDP.",
     )
-    tr.add_argument("overrides", nargs="*", help="Hydra overrides key=value")
-    tr.set_defaults(func=_cmd_train)
-
-    evm = sub.add_parser(
+    _hydra_subcommand(
+        sub,
         "evaluate",
-        help="run a model checkpoint over a benchmark (FMR, IR, RR, RRE, RTE)",
-        description="Hydra overrides, e.g. `pcreg evaluate checkpoint=m.pt dataset.root=DIR "
-        "dataset.benchmark=3DLoMatch`; writes results.md / results.json to out_dir.",
+        _cmd_evaluate,
+        "run a model checkpoint over a benchmark (FMR, IR, RR, RRE, RTE)",
+        "e.g. `pcreg evaluate checkpoint=m.pt dataset.root=DIR dataset.benchmark=3DLoMatch`; "
+        "writes results.md / results.json to out_dir.",
     )
-    evm.add_argument("overrides", nargs="*", help="Hydra overrides key=value")
-    evm.set_defaults(func=_cmd_evaluate)
 
     ev = sub.add_parser(
         "evaluate-log",

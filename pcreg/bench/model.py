@@ -96,7 +96,7 @@ def benchmark_model(shared_data: Path, runs: int = 3) -> dict:
         code = (
             "import json, sys; from pcreg.bench.model import _worker; "
             # the worker's stdout is the channel back to this process
-            f"print(json.dumps(_worker({str(demo)!r}, {overrides!r}, {runs})))"
+            f"sys.stdout.write(json.dumps(_worker({str(demo)!r}, {overrides!r}, {runs})))"
         )
         proc = subprocess.run(
             [sys.executable, "-c", code], capture_output=True, text=True, check=True

@@ -42,6 +42,20 @@ def _save_npy(path: Path, array: np.ndarray, overwrite: bool) -> None:
         np.save(tmp, array.astype(np.float32))
 
 
+def _metadata_path(root: Path, split: str, overwrite: bool) -> Path:
+    path = root / "metadata" / f"{split}.json"
+    if path.parent.is_dir():  # refuse before generating anything
+        check_writable(path, overwrite=overwrite)
+    return path
+
+
+def _write_metadata(path: Path, records: list[dict], overwrite: bool) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_output(path, overwrite=overwrite) as tmp:
+        tmp.write_text(json.dumps(records, indent=1))
+    logger.info("wrote %d pairs to %s", len(records), path.parent.parent)
+
+
 def write_indoor_dataset(
     root: str | os.PathLike[str],
     split: str,
@@ -53,17 +67,12 @@ def write_indoor_dataset(
     """Generate ``num_scenes`` rooms (scene seeds ``seed .. seed + num_scenes - 1``) and write
     every pair with overlap above ``min_overlap``. Returns the metadata records."""
     root = Path(root)
-    meta_path = root / "metadata" / f"{split}.json"
-    if meta_path.parent.is_dir():  # refuse before generating anything
-        check_writable(meta_path, overwrite=overwrite)
+    meta_path = _metadata_path(root, split, overwrite)
     records = []
     for s in tqdm(range(seed, seed + num_scenes), desc=f"indoor {split}", unit="room"):
         for p in indoor_pairs(s, min_overlap=min_overlap):
             records.append(_indoor_record(root, split, p, overwrite))
-    meta_path.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_output(meta_path, overwrite=overwrite) as tmp:
-        tmp.write_text(json.dumps(records, indent=1))
-    logger.info("wrote %d indoor pairs to %s", len(records), root)
+    _write_metadata(meta_path, records, overwrite)
     return records
 
 
@@ -94,9 +103,7 @@ def write_outdoor_dataset(
 ) -> list[dict]:
     """Generate ``num_streets`` streets and write consecutive-scan pairs (~10 m apart)."""
     root = Path(root)
-    meta_path = root / "metadata" / f"{split}.json"
-    if meta_path.parent.is_dir():  # refuse before generating anything
-        check_writable(meta_path, overwrite=overwrite)
+    meta_path = _metadata_path(root, split, overwrite)
     records = []
     for s in tqdm(range(seed, seed + num_streets), desc=f"outdoor {split}", unit="street"):
         for p in outdoor_pairs(s, scans_per_street):
@@ -115,8 +122,5 @@ def write_outdoor_dataset(
                     "overlap": p.overlap,
                 }
             )
-    meta_path.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_output(meta_path, overwrite=overwrite) as tmp:
-        tmp.write_text(json.dumps(records, indent=1))
-    logger.info("wrote %d outdoor pairs to %s", len(records), root)
+    _write_metadata(meta_path, records, overwrite)
     return records
