@@ -6,9 +6,12 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-__all__ = ["LearnableLogOptimalTransport", "log_sinkhorn"]
+__all__ = ["LearnableLogOptimalTransport", "log_sinkhorn", "scaling_sinkhorn"]
 
 _NEG = -1e12  # "impossible" in log space without producing NaN (-inf - -inf)
+# Largest spread of the finite scores of one problem for which the scaling form is used: the
+# kernel exp(s - max) then stays >= e^-40 (float32 keeps ~1e-38 without denormals).
+_SCALING_MAX_SPREAD = 40.0
 
 
 def log_sinkhorn(scores: Tensor, log_mu: Tensor, log_nu: Tensor, num_iterations: int) -> Tensor:
@@ -25,6 +28,40 @@ def log_sinkhorn(scores: Tensor, log_mu: Tensor, log_nu: Tensor, num_iterations:
         u = log_mu - torch.logsumexp(scores + v[:, None, :], dim=2)
         v = log_nu - torch.logsumexp(scores + u[:, :, None], dim=1)
     return scores + u[:, :, None] + v[:, None, :]
+
+
+def scaling_sinkhorn(
+    scores: Tensor, log_mu: Tensor, log_nu: Tensor, num_iterations: int
+) -> Tensor:
+    """The same iterations as :func:`log_sinkhorn` on the scaling vectors exp(u), exp(v).
+
+    With K = exp(scores - m) (m the largest score of each problem) an iteration is two batched
+    matrix-vector products instead of two log-sum-exps over the whole ``(B, R, C)`` tensor, so
+    the exponential is taken once rather than twice per iteration (the log-domain form spends
+    ~40 % of a CPU training step there at 50 iterations). Mathematically identical; numerically
+    safe only while the finite scores of a problem span less than ~80 (float32 exp range), which
+    :class:`LearnableLogOptimalTransport` checks before choosing it. Entries at ``_NEG`` are
+    impossible (K = 0); every row and column must keep at least one finite entry.
+
+    scores ``(B, R, C)``, log_mu ``(B, R)``, log_nu ``(B, C)`` -> log P ``(B, R, C)``.
+    """
+    m = scores.amax(dim=(1, 2), keepdim=True)  # (B, 1, 1), finite: every row has an entry
+    kernel = torch.exp(scores - m)
+    mu = log_mu.exp()
+    nu = log_nu.exp()
+    v = torch.ones_like(nu)
+    kv = torch.ones_like(mu)
+    ktu = torch.ones_like(nu)
+    for _ in range(num_iterations):
+        kv = torch.bmm(kernel, v[:, :, None])[:, :, 0]
+        u = mu / kv
+        ktu = torch.bmm(u[:, None, :], kernel)[:, 0, :]
+        v = nu / ktu
+    # log u, log v from the last updates in log form: finite (and differentiable) where a
+    # marginal is zero, which log(u) itself would not be
+    log_u = log_mu - torch.log(kv)
+    log_v = log_nu - torch.log(ktu)
+    return scores - m + log_u[:, :, None] + log_v[:, None, :]
 
 
 class LearnableLogOptimalTransport(nn.Module):
@@ -70,7 +107,13 @@ class LearnableLogOptimalTransport(nn.Module):
         log_nu = torch.cat([norm[:, None].expand(b, c), (log_rows + norm)[:, None]], 1)
         log_mu = log_mu.masked_fill(~rows, _NEG)
         log_nu = log_nu.masked_fill(~cols, _NEG)
-        out = log_sinkhorn(padded, log_mu, log_nu, self.num_iterations)
+        finite = padded > _NEG / 2
+        spread = (
+            padded.masked_fill(~finite, float("-inf")).amax(dim=(1, 2))
+            + padded.masked_fill(~finite, float("inf")).amin(dim=(1, 2)).neg()
+        )
+        solve = scaling_sinkhorn if bool(spread.max() < _SCALING_MAX_SPREAD) else log_sinkhorn
+        out = solve(padded, log_mu, log_nu, self.num_iterations)
         return out - norm[:, None, None]
 
     def extra_repr(self) -> str:

@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 
 from pcreg.geometry.metrics import relative_rotation_error_deg, relative_translation_error
 from pcreg.geometry.transforms import apply_transform, random_transform
 from pcreg.models.geotransformer.embedding import GeometricStructureEmbedding
 from pcreg.models.geotransformer.lgr import local_to_global_registration
-from pcreg.models.geotransformer.optimal_transport import LearnableLogOptimalTransport, log_sinkhorn
+from pcreg.models.geotransformer import optimal_transport as ot_mod
+from pcreg.models.geotransformer.optimal_transport import (
+    LearnableLogOptimalTransport,
+    log_sinkhorn,
+    scaling_sinkhorn,
+)
 from pcreg.models.geotransformer.point_matching import mutual_topk_correspondences
 from pcreg.models.geotransformer.superpoint_matching import superpoint_matching
 from pcreg.ops.partition import point_to_node_partition
@@ -94,6 +100,57 @@ def test_sinkhorn_gradcheck(gen):
     assert torch.autograd.gradcheck(lambda s: ot(s, rv, cv)[live], (scores,), eps=1e-6, atol=1e-5)
     ot(scores, rv, cv).sum().backward()
     assert ot.alpha.grad is not None and torch.isfinite(ot.alpha.grad)
+
+
+def _masked_problem(gen, dtype, scale=1.0):
+    ot = LearnableLogOptimalTransport(50).to(dtype)
+    scores, rv, cv = _problem(gen, b=4, r=9, c=7, dtype=dtype)
+    return ot, scores * scale, rv, cv
+
+
+@pytest.mark.parametrize("dtype,tol", [(torch.float64, 1e-10), (torch.float32, 1e-4)])
+def test_scaling_sinkhorn_equals_log_sinkhorn(gen, monkeypatch, dtype, tol):
+    ot, scores, rv, cv = _masked_problem(gen, dtype, scale=3.0)
+    calls = []
+    for name in ("log_sinkhorn", "scaling_sinkhorn"):
+        fn = getattr(ot_mod, name)
+        monkeypatch.setattr(ot_mod, name, lambda *a, _f=fn, _n=name: calls.append(_n) or _f(*a))
+    fast = ot(scores, rv, cv)
+    assert calls == ["scaling_sinkhorn"]
+    monkeypatch.setattr(ot_mod, "_SCALING_MAX_SPREAD", -1.0)  # force the log form
+    slow = ot(scores, rv, cv)
+    assert calls == ["scaling_sinkhorn", "log_sinkhorn"]
+    live = slow > -1e6
+    assert torch.equal(live, fast > -1e6)
+    assert (fast[live] - slow[live]).abs().max() < tol
+    # gradients through the iterations agree too (scores and the learned dustbin score)
+    s1 = scores.clone().requires_grad_(True)
+    s2 = scores.clone().requires_grad_(True)
+    w = torch.randn(fast.shape, generator=gen, dtype=torch.float64).to(dtype) * live
+    monkeypatch.setattr(ot_mod, "_SCALING_MAX_SPREAD", 40.0)
+    (ot(s1, rv, cv).masked_fill(~live, 0) * w).sum().backward()
+    g_alpha_fast = ot.alpha.grad.clone()
+    ot.alpha.grad = None
+    monkeypatch.setattr(ot_mod, "_SCALING_MAX_SPREAD", -1.0)
+    (ot(s2, rv, cv).masked_fill(~live, 0) * w).sum().backward()
+    assert (s1.grad - s2.grad).abs().max() < tol * 10
+    assert abs(float(g_alpha_fast - ot.alpha.grad)) < tol * 10 * max(1.0, float(ot.alpha.grad.abs()))
+
+
+def test_wide_score_spread_falls_back_to_log_domain(gen, monkeypatch):
+    ot, scores, rv, cv = _masked_problem(gen, torch.float32, scale=60.0)  # spread >> 40
+    called = []
+    monkeypatch.setattr(
+        ot_mod, "scaling_sinkhorn", lambda *a: called.append(1) or scaling_sinkhorn(*a)
+    )
+    out = ot(scores, rv, cv)
+    assert not called
+    assert not torch.isnan(out).any()
+    # the scaling form itself would underflow here: exp(-120) is 0 in float32
+    b = scores.shape[0]
+    mu = torch.zeros(b, scores.shape[1])
+    nu = torch.zeros(b, scores.shape[2])
+    assert not torch.isfinite(scaling_sinkhorn(scores * 2, mu, nu, 5)).all()
 
 
 def test_mutual_topk(gen):
