@@ -1,12 +1,28 @@
 """pcreg: learned 3-D point-cloud registration (GeoTransformer-style), on CPU or GPU.
 
-The registration API (``register``, ``load_model``) arrives with the network; the foundation
-modules are importable now: :mod:`pcreg.io`, :mod:`pcreg.ops`, :mod:`pcreg.geometry`.
+>>> import pcreg                                                   # doctest: +SKIP
+>>> result = pcreg.register("src.ply", "ref.ply", model="indoor")  # doctest: +SKIP
+>>> result.transform                                               # doctest: +SKIP
+
+:func:`register` returns a :class:`RegistrationResult`; :func:`load_model` gives the shipped
+``"indoor"`` / ``"outdoor"`` networks (or any checkpoint) for repeated use.
 """
 
 import logging
 
 __version__ = "0.1.0"
-__all__ = ["__version__"]
+__all__ = ["RegistrationResult", "__version__", "load_model", "register"]
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
+
+
+def __getattr__(name: str):  # lazy: `import pcreg` stays light (no torch until needed)
+    if name in {"register", "RegistrationResult"}:
+        from pcreg import api
+
+        return getattr(api, name)
+    if name == "load_model":
+        from pcreg.weights import load_model
+
+        return load_model
+    raise AttributeError(f"module 'pcreg' has no attribute {name!r}")

@@ -33,8 +33,27 @@ def check_writable(path: str | os.PathLike[str], *, overwrite: bool = False) -> 
     if not parent.is_dir():
         raise UnwritableOutputError(path, f"directory {str(parent)!r} does not exist")
     if not os.access(parent, os.W_OK | os.X_OK):
-        raise UnwritableOutputError(path, f"directory {str(parent)!r} is not writable")
+        raise UnwritableOutputError(
+            path, f"cannot create files in {str(parent)!r} (directory is not writable)"
+        )
+    # access() says yes to root everywhere and knows nothing of read-only or pseudo file
+    # systems: create (and remove) a probe file, the way the real write will start.
+    _make_temp(path).unlink()
     return path
+
+
+def _make_temp(path: Path) -> Path:
+    """An empty temporary file beside ``path`` (same suffix), or UnwritableOutputError."""
+    try:
+        fd, tmp_name = tempfile.mkstemp(
+            prefix=f".{path.name}.", suffix=f".tmp{path.suffix}", dir=path.parent or "."
+        )
+    except OSError as err:
+        raise UnwritableOutputError(
+            path, f"cannot create files in {str(path.parent or '.')!r} ({err.strerror})"
+        ) from None
+    os.close(fd)
+    return Path(tmp_name)
 
 
 @contextlib.contextmanager
@@ -50,11 +69,7 @@ def atomic_output(path: str | os.PathLike[str], *, overwrite: bool = False) -> I
         ...     np.save(tmp, array)
     """
     path = check_writable(path, overwrite=overwrite)
-    fd, tmp_name = tempfile.mkstemp(
-        prefix=f".{path.name}.", suffix=f".tmp{path.suffix}", dir=path.parent or "."
-    )
-    os.close(fd)
-    tmp = Path(tmp_name)
+    tmp = _make_temp(path)
     # mkstemp creates 0600 files; give the output the mode any other new file would get.
     umask = os.umask(0)
     os.umask(umask)

@@ -210,6 +210,14 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--shared-data", type=Path, default=DEFAULT_SHARED_DATA)
     bench.set_defaults(func=_cmd_benchmark)
 
+    from pcreg.commands import odometry as odometry_cmd
+    from pcreg.commands import register as register_cmd
+    from pcreg.commands import view as view_cmd
+
+    register_cmd.add_parser(sub)
+    odometry_cmd.add_parser(sub)
+    view_cmd.add_parser(sub)
+
     demo = sub.add_parser("demo", help="register a real (or generated) scan pair and draw it")
     demo.add_argument("--out", type=Path, default=Path("demo_out"), help="output directory")
     demo.add_argument("--force", action="store_true", help="replace existing outputs")

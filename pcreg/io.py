@@ -126,7 +126,8 @@ def validate_points(
         raise ShapeError(source, f"expected an (N, 3) array of points, got shape {arr.shape}")
     if arr.shape[0] == 0:
         raise EmptyCloudError(source, "point cloud is empty (0 points)")
-    xyz = arr[:, :3].astype(np.float32)
+    with np.errstate(over="ignore"):  # |x| > 3.4e38 becomes inf and is reported below
+        xyz = arr[:, :3].astype(np.float32)
     finite = np.isfinite(xyz).all(axis=1)
     if not finite.all():
         bad = int((~finite).sum())
@@ -167,8 +168,71 @@ def _sniff_header(path: Path, suffix: str) -> None:
             )
 
 
+_PLY_SIZES = {
+    "char": 1, "uchar": 1, "int8": 1, "uint8": 1, "short": 2, "ushort": 2, "int16": 2,
+    "uint16": 2, "int": 4, "uint": 4, "int32": 4, "uint32": 4, "float": 4, "float32": 4,
+    "double": 8, "float64": 8,
+}  # fmt: skip
+
+
+def _declared_bytes_ply(header: list[str]) -> tuple[int, int, bool]:
+    """(declared vertices, fewest body bytes the header implies, binary?) of a PLY header."""
+    binary = any(ln.startswith("format binary") for ln in header)
+    vertices, need, count, row = 0, 0, 0, 0
+    for line in [*header, "element end 0"]:
+        parts = line.split()
+        if parts[:1] == ["element"] and len(parts) == 3:
+            need += count * (row if binary else 2)  # an ASCII row is at least "v\n"
+            count, row = int(parts[2]), 0
+            vertices = count if parts[1] == "vertex" else vertices
+        elif parts[:1] == ["property"] and len(parts) >= 3:
+            # a list property is at least its length field
+            row += _PLY_SIZES.get(parts[2] if parts[1] == "list" else parts[1], 1)
+    return vertices, need, binary
+
+
+def _declared_bytes_pcd(header: list[str]) -> tuple[int, int, bool]:
+    fields = {ln.split()[0].upper(): ln.split()[1:] for ln in header if ln.split()}
+    points = int(fields.get("POINTS", ["0"])[0])
+    sizes = [int(v) for v in fields.get("SIZE", [])]
+    counts = [int(v) for v in fields.get("COUNT", ["1"] * len(sizes))]
+    data = (fields.get("DATA", ["ascii"]) or ["ascii"])[0].lower()
+    row = sum(a * b for a, b in zip(sizes, counts, strict=False))
+    if data == "binary":
+        return points, points * row, True
+    if data == "binary_compressed":  # LZF expands at most ~100x; anything beyond is a lie
+        return points, points * row // 100, True
+    return points, points * 2, False
+
+
+def _check_declared_size(path: Path, suffix: str) -> None:
+    """Reject headers that promise more points than the file can hold: Open3D would try to
+    allocate them (a corrupt count of 10^9 costs gigabytes and minutes) before failing."""
+    with open(path, "rb") as handle:
+        head = handle.read(1 << 16)
+    end = b"end_header" if suffix == ".ply" else b"\nDATA"
+    stop = head.find(end)
+    if stop < 0:
+        raise CorruptFileError(path, f"no complete {suffix[1:].upper()} header found")
+    body_start = head.find(b"\n", stop + 1) + 1 if head.find(b"\n", stop + 1) >= 0 else len(head)
+    try:
+        header = head[:body_start].decode("ascii").splitlines()
+        parse = _declared_bytes_ply if suffix == ".ply" else _declared_bytes_pcd
+        count, need, _ = parse(header)
+    except (UnicodeDecodeError, ValueError, IndexError):
+        raise CorruptFileError(path, f"unreadable {suffix[1:].upper()} header") from None
+    have = path.stat().st_size - body_start
+    if count < 0 or need > have:
+        raise CorruptFileError(
+            path,
+            f"header declares {count} points (>= {need} bytes of data) but only {have} bytes "
+            "follow it: truncated or corrupt",
+        )
+
+
 def _read_open3d(path: Path, suffix: str) -> np.ndarray:
     _sniff_header(path, suffix)
+    _check_declared_size(path, suffix)
     try:
         import open3d as o3d
     except ImportError as exc:  # pragma: no cover - open3d is a core dependency

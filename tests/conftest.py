@@ -29,3 +29,38 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"real data not found at {SHARED_DATA}")
     return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def tiny_checkpoint(tmp_path_factory) -> Path:
+    """A randomly initialised, tiny registration model saved as a loadable checkpoint: fast
+    plumbing tests of everything that takes ``--model PATH`` (its estimates are meaningless)."""
+    from pcreg.engine.inference import save_model_checkpoint
+    from pcreg.models.geotransformer import GeoTransformer, GeoTransformerConfig
+
+    torch.manual_seed(0)
+    cfg = GeoTransformerConfig(
+        voxel_size=0.05,
+        init_dim=8,
+        group_norm=4,
+        hidden_dim=32,
+        coarse_dim=32,
+        output_dim=32,
+        num_points_in_patch=16,
+        sinkhorn_iterations=10,
+        sigma_d=0.4,
+        acceptance_radius=0.2,
+        neighbor_limits=(20, 20, 20, 20),
+    )
+    path = tmp_path_factory.mktemp("model") / "tiny.pt"
+    save_model_checkpoint(path, GeoTransformer(cfg))
+    return path
+
+
+@pytest.fixture(scope="session")
+def room_pair():
+    """``(src, ref, T_ref_src)``: the demo's generated room seen as two overlapping crops, the
+    source moved by a random motion (float32 points in metres, float64 transform)."""
+    from pcreg.demo import _room_pair
+
+    return _room_pair(0)

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from pcreg.baselines.icp import downsample_with_normals, icp_refine
+
 __all__ = ["ClassicalResult", "fpfh_ransac"]
 
 logger = logging.getLogger(__name__)
@@ -43,9 +45,7 @@ class ClassicalResult:
 def _prepare(points: np.ndarray, voxel_size: float):
     import open3d as o3d
 
-    cloud = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(np.asarray(points, np.float64)))
-    down = cloud.voxel_down_sample(voxel_size)
-    down.estimate_normals(o3d.geometry.KDTreeSearchParamHybrid(radius=2 * voxel_size, max_nn=30))
+    down = downsample_with_normals(points, voxel_size)
     fpfh = o3d.pipelines.registration.compute_fpfh_feature(
         down, o3d.geometry.KDTreeSearchParamHybrid(radius=5 * voxel_size, max_nn=100)
     )
@@ -107,16 +107,13 @@ def fpfh_ransac(
     fitness, rmse = float(result.fitness), float(result.inlier_rmse)
     if icp:
         start = time.perf_counter()
-        refined = reg.registration_icp(
-            src_down, ref_down, voxel_size, transform, reg.TransformationEstimationPointToPlane()
-        )
+        refined = icp_refine(src_down, ref_down, transform, voxel_size)
         timings["icp"] = time.perf_counter() - start
-        transform = np.asarray(refined.transformation).copy()
         # Report the correspondences the final estimate rests on (ICP's, 1-voxel radius).
-        corr = np.asarray(refined.correspondence_set, dtype=np.int64).reshape(-1, 2)
-        src_corr = np.asarray(src_down.points)[corr[:, 0]]
-        ref_corr = np.asarray(ref_down.points)[corr[:, 1]]
-        fitness, rmse = float(refined.fitness), float(refined.inlier_rmse)
+        transform = refined.transform
+        src_corr, ref_corr = refined.src_corr_points, refined.ref_corr_points
+        fitness, rmse = refined.fitness, refined.inlier_rmse
+        corr = src_corr
     logger.info(
         "FPFH+RANSAC%s: fitness %.3f, %d inlier correspondences, %.2f s",
         "+ICP" if icp else "",

@@ -16,6 +16,7 @@ import torch
 
 from pcreg.data.collate import collate_pairs
 from pcreg.engine.checkpoint import load_checkpoint, save_checkpoint
+from pcreg.errors import CorruptFileError
 from pcreg.models.geotransformer import GeoTransformer, GeoTransformerConfig
 
 __all__ = ["Prediction", "Registrar", "save_model_checkpoint"]
@@ -65,12 +66,18 @@ class Registrar:
     def from_checkpoint(
         cls, path: str | os.PathLike[str], device: str | torch.device = "cpu", **overrides: object
     ) -> Registrar:
-        ckpt = load_checkpoint(path, kind="geotransformer")
+        ckpt = load_checkpoint(path)
+        if ckpt.get("kind") == "geotransformer-train":  # pcreg train's last.pt / best.pt
+            config = ckpt["model_config"]
+        elif ckpt.get("kind") == "geotransformer":
+            config = ckpt["config"]
+        else:
+            raise CorruptFileError(
+                path, f"is a {ckpt.get('kind')!r} checkpoint, not a registration model"
+            )
         fields = {f.name for f in dataclasses.fields(GeoTransformerConfig)}
         cfg_dict = {
-            k: tuple(v) if isinstance(v, list) else v
-            for k, v in ckpt["config"].items()
-            if k in fields
+            k: tuple(v) if isinstance(v, list) else v for k, v in config.items() if k in fields
         }
         cfg = GeoTransformerConfig(**{**cfg_dict, **overrides})
         model = GeoTransformer(cfg)

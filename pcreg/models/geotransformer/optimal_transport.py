@@ -30,9 +30,7 @@ def log_sinkhorn(scores: Tensor, log_mu: Tensor, log_nu: Tensor, num_iterations:
     return scores + u[:, :, None] + v[:, None, :]
 
 
-def scaling_sinkhorn(
-    scores: Tensor, log_mu: Tensor, log_nu: Tensor, num_iterations: int
-) -> Tensor:
+def scaling_sinkhorn(scores: Tensor, log_mu: Tensor, log_nu: Tensor, num_iterations: int) -> Tensor:
     """The same iterations as :func:`log_sinkhorn` on the scaling vectors exp(u), exp(v).
 
     With K = exp(scores - m) (m the largest score of each problem) an iteration is two batched

@@ -9,9 +9,9 @@ import torch
 
 from pcreg.geometry.metrics import relative_rotation_error_deg, relative_translation_error
 from pcreg.geometry.transforms import apply_transform, random_transform
+from pcreg.models.geotransformer import optimal_transport as ot_mod
 from pcreg.models.geotransformer.embedding import GeometricStructureEmbedding
 from pcreg.models.geotransformer.lgr import local_to_global_registration
-from pcreg.models.geotransformer import optimal_transport as ot_mod
 from pcreg.models.geotransformer.optimal_transport import (
     LearnableLogOptimalTransport,
     log_sinkhorn,
@@ -134,7 +134,9 @@ def test_scaling_sinkhorn_equals_log_sinkhorn(gen, monkeypatch, dtype, tol):
     monkeypatch.setattr(ot_mod, "_SCALING_MAX_SPREAD", -1.0)
     (ot(s2, rv, cv).masked_fill(~live, 0) * w).sum().backward()
     assert (s1.grad - s2.grad).abs().max() < tol * 10
-    assert abs(float(g_alpha_fast - ot.alpha.grad)) < tol * 10 * max(1.0, float(ot.alpha.grad.abs()))
+    assert abs(float(g_alpha_fast - ot.alpha.grad)) < tol * 10 * max(
+        1.0, float(ot.alpha.grad.abs())
+    )
 
 
 def test_wide_score_spread_falls_back_to_log_domain(gen, monkeypatch):

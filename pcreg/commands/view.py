@@ -1,0 +1,51 @@
+"""``pcreg view SRC REF [--transform T]``: look at a pair (interactive or a headless PNG)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+
+import numpy as np
+
+from pcreg.commands._common import check_outputs
+
+__all__ = ["add_parser", "run"]
+
+logger = logging.getLogger(__name__)
+
+
+def add_parser(sub) -> None:
+    cmd = sub.add_parser("view", help="show SRC (moved by --transform) and REF")
+    cmd.add_argument("src", type=Path)
+    cmd.add_argument("ref", type=Path)
+    cmd.add_argument("--transform", type=Path, help="T_ref_src (4x4 text/.npy); default identity")
+    cmd.add_argument("--render", type=Path, metavar="PNG", help="write a picture, no window")
+    cmd.add_argument("--force", action="store_true", help="replace an existing PNG")
+    cmd.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from pcreg.io import read_points, read_transform
+
+    check_outputs([args.render], args.force)
+    src = read_points(args.src)
+    ref = read_points(args.ref)
+    transform = read_transform(args.transform) if args.transform is not None else np.eye(4)
+    if args.render is not None:
+        from pcreg.viz import save_alignment_png
+
+        save_alignment_png(
+            args.render,
+            src,
+            ref,
+            transform,
+            title=f"{args.src.name} (orange) -> {args.ref.name} (blue)",
+            overwrite=args.force,
+        )
+        logger.info("wrote %s", args.render)
+        return 0
+    from pcreg.viz.interactive import show_pair
+
+    show_pair(src, ref, transform)
+    return 0

@@ -1,0 +1,128 @@
+"""LiDAR odometry by chaining pairwise registrations: scan k is registered onto scan k-1 and
+the relative motions are composed, ``P_k = P_{k-1} @ T_{k-1 <- k}`` with ``P_0 = I``, so every
+pose maps points of scan k into the frame of the first scan (KITTI's convention for its
+``poses/XX.txt``, here in the sensor's own frame)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from pcreg._fs import atomic_output
+from pcreg.errors import InputError
+
+__all__ = ["OdometryResult", "run_odometry", "save_trajectory_png", "write_kitti_poses"]
+
+
+@dataclass
+class OdometryResult:
+    """``poses (K, 4, 4) float64`` (scan k -> scan 0), ``relative (K-1, 4, 4)``
+    (``T_{k-1 <- k}``), seconds per registration ``times (K-1,)``, and the model used."""
+
+    poses: np.ndarray
+    relative: np.ndarray
+    times: np.ndarray
+    model: str
+
+
+def run_odometry(
+    scans: Sequence[str | os.PathLike[str]],
+    *,
+    model: str | None = "outdoor",
+    method: str = "geotransformer",
+    icp: bool = False,
+    voxel_size: float | None = None,
+    device: str = "cpu",
+    progress: bool = True,
+) -> OdometryResult:
+    """Register each scan onto its predecessor and chain the motions (see module docstring).
+
+    Raises:
+        InputError: fewer than two scans, or any scan that :func:`pcreg.api.register` rejects.
+    """
+    from pcreg.api import register_points
+    from pcreg.io import read_points
+
+    if len(scans) < 2:
+        raise InputError("scans", f"odometry needs at least two scans, got {len(scans)}")
+    poses = [np.eye(4)]
+    relative, times = [], []
+    previous = read_points(scans[0])
+    used = model or "auto"
+    for k in tqdm(range(1, len(scans)), desc="odometry", unit="scan", disable=not progress):
+        current = read_points(scans[k])
+        result = register_points(
+            current,
+            previous,
+            model,
+            method=method,
+            icp=icp,
+            voxel_size=voxel_size,
+            device=device,
+            names=(os.fspath(scans[k]), os.fspath(scans[k - 1])),
+        )
+        used = result.model
+        relative.append(result.transform)
+        times.append(result.time_s)
+        poses.append(poses[-1] @ result.transform)
+        previous = current
+    return OdometryResult(np.stack(poses), np.stack(relative), np.asarray(times), used)
+
+
+def write_kitti_poses(
+    path: str | os.PathLike[str], poses: np.ndarray, *, overwrite: bool = False
+) -> Path:
+    """Write ``poses (K, 4, 4)`` as KITTI text: one line of 12 numbers (3x4 row-major) each."""
+    rows = np.asarray(poses, np.float64)[:, :3, :4].reshape(len(poses), 12)
+    with atomic_output(path, overwrite=overwrite) as tmp:
+        np.savetxt(tmp, rows, fmt="%.9e")
+    return Path(path)
+
+
+def save_trajectory_png(
+    path: str | os.PathLike[str],
+    poses: np.ndarray,
+    scans: Sequence[np.ndarray],
+    *,
+    map_voxel: float = 0.3,
+    title: str = "",
+    overwrite: bool = False,
+) -> Path:
+    """Top-down (x-y) picture: the merged map (every scan moved by its pose, ``map_voxel``
+    downsampled, coloured by height) and the trajectory (red, one dot per scan)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    merged = np.concatenate(
+        [
+            np.asarray(s, np.float64) @ p[:3, :3].T + p[:3, 3]
+            for s, p in zip(scans, poses, strict=True)
+        ]
+    )
+    keys = np.floor(merged / map_voxel).astype(np.int64)
+    _, first = np.unique(keys, axis=0, return_index=True)
+    merged = merged[first]
+    z_lo, z_hi = np.percentile(merged[:, 2], [2, 98])
+    fig, ax = plt.subplots(figsize=(8, 8))
+    ax.scatter(
+        merged[:, 0], merged[:, 1], c=merged[:, 2], s=0.3, cmap="viridis", vmin=z_lo, vmax=z_hi
+    )
+    ax.plot(poses[:, 0, 3], poses[:, 1, 3], "r-", lw=1.5)
+    ax.plot(poses[:, 0, 3], poses[:, 1, 3], "ro", ms=3, label=f"trajectory ({len(poses)} scans)")
+    ax.set_aspect("equal")
+    ax.set_xlabel("x (m)")
+    ax.set_ylabel("y (m)")
+    ax.legend(loc="upper right")
+    ax.set_title(title or f"merged map ({len(merged)} points at {map_voxel:g} m) and trajectory")
+    fig.tight_layout()
+    with atomic_output(path, overwrite=overwrite) as tmp:
+        fig.savefig(tmp, dpi=100, format="png")
+    plt.close(fig)
+    return Path(path)

@@ -1,0 +1,115 @@
+"""pcreg.register / RegistrationResult: inputs of every kind, model choice, errors, accuracy."""
+
+from __future__ import annotations
+
+import numpy as np
+import open3d as o3d
+import pytest
+import torch
+
+import pcreg
+from pcreg.api import MIN_POINTS, TooFewPointsError, choose_model, cloud_extent, register
+from pcreg.errors import InputError, MissingFileError
+from pcreg.io import write_points
+
+pytestmark = pytest.mark.open3d
+
+
+def test_fpfh_ransac_registers_the_room_pair_and_icp_refines_it(room_pair):
+    src, ref, gt = room_pair
+    res = register(src, ref, "indoor", method="fpfh-ransac")
+    err = res.errors(gt, src)
+    # RANSAC on 5 cm FPFH is a coarse alignment (here ~6 deg / ~19 cm RMSE) ...
+    assert err["rmse_m"] < 0.3 and err["rre_deg"] < 10 and err["rte_m"] < 0.3
+    assert res.method == "fpfh-ransac" and res.setting == "indoor" and res.voxel_size == 0.05
+    assert res.num_correspondences > 100 and err["inlier_ratio"] > 0.3
+    refined = register(src, ref, "indoor", method="fpfh-ransac", icp=True)
+    err_icp = refined.errors(gt, src)  # ... that ICP makes exact
+    assert err_icp["rre_deg"] < 1.0 and err_icp["rte_m"] < 0.03  # noise is 3 mm
+    assert err_icp["rmse_m"] <= err["rmse_m"]
+    assert set(refined.timings) == {"load", "register", "icp", "total"}
+    assert refined.time_s >= refined.timings["register"] + refined.timings["icp"]
+
+
+def test_every_input_kind_gives_the_same_result(tmp_path, room_pair, tiny_checkpoint):
+    src, ref, _ = room_pair
+    write_points(tmp_path / "src.ply", src)
+    write_points(tmp_path / "ref.npy", ref)
+
+    def o3d_cloud(p):
+        return o3d.geometry.PointCloud(o3d.utility.Vector3dVector(p.astype(np.float64)))
+
+    inputs = [
+        (src, ref),
+        (torch.from_numpy(src), torch.from_numpy(ref)),
+        (o3d_cloud(src), o3d_cloud(ref)),
+        (tmp_path / "src.ply", str(tmp_path / "ref.npy")),
+    ]
+    results = [pcreg.register(s, r, model=tiny_checkpoint) for s, r in inputs]
+    for res in results[1:]:
+        assert np.allclose(res.transform, results[0].transform, atol=1e-5)
+    assert results[0].method == "geotransformer" and results[0].model == str(tiny_checkpoint)
+    r = results[0]
+    assert r.src_corr_points.shape == r.ref_corr_points.shape == (r.num_correspondences, 3)
+    assert r.corr_scores.shape == (r.num_correspondences,)
+    assert np.allclose(r.transform[3], [0, 0, 0, 1])
+    assert np.allclose(r.transform[:3, :3] @ r.transform[:3, :3].T, np.eye(3), atol=1e-5)
+
+
+def test_model_is_chosen_from_the_extent(room_pair):
+    src, ref, _ = room_pair
+    assert 3 < cloud_extent(ref) < 8
+    assert choose_model(src, ref) == "indoor"
+    assert choose_model(src * 10, ref * 10) == "outdoor"
+    # stray far returns do not make a room "outdoor" (percentile extent)
+    stray = np.vstack([ref, np.full((10, 3), 500.0, np.float32)])
+    assert choose_model(src, stray) == "indoor"
+
+
+def test_result_errors_are_the_textbook_quantities(room_pair):
+    src, ref, gt = room_pair
+    res = register(src, ref, "indoor", method="fpfh-ransac")
+    res.transform = gt.copy()
+    assert res.errors(gt, src) == pytest.approx(
+        {
+            "rre_deg": 0.0,
+            "rte_m": 0.0,
+            "rmse_m": 0.0,
+            "inlier_ratio": res.errors(gt)["inlier_ratio"],
+        }
+    )
+    rot = np.eye(4)
+    c, s = np.cos(np.radians(10)), np.sin(np.radians(10))
+    rot[:2, :2] = [[c, -s], [s, c]]
+    rot[:3, 3] = [0.3, 0.0, 0.4]
+    res.transform = rot @ gt
+    e = res.errors(gt)
+    assert e["rre_deg"] == pytest.approx(10.0, abs=1e-9)
+    # translation part of rot @ gt minus gt's: R_rot t_gt + t_rot - t_gt
+    expect = np.linalg.norm(rot[:3, :3] @ gt[:3, 3] + rot[:3, 3] - gt[:3, 3])
+    assert e["rte_m"] == pytest.approx(expect, rel=1e-9)
+    d = res.to_dict()
+    assert d["transform"] == res.transform.tolist() and d["num_correspondences"] > 0
+
+
+def test_bad_inputs_raise_clear_errors(room_pair, tiny_checkpoint):
+    src, ref, _ = room_pair
+    with pytest.raises(InputError, match="scales differ by more than 10x"):
+        register(src * 1000, ref, tiny_checkpoint)
+    few = ref[:40]
+    with pytest.raises(TooFewPointsError, match=rf"at least {MIN_POINTS} are needed"):
+        register(src, few, tiny_checkpoint)
+    with pytest.raises(InputError, match="unknown method 'icp-only'"):
+        register(src, ref, "indoor", method="icp-only")
+    with pytest.raises(InputError, match="unknown model; use one of indoor, outdoor"):
+        register(src, ref, "indor")
+    with pytest.raises(MissingFileError, match="model checkpoint not found"):
+        register(src, ref, "no/such/model.pt")
+    with pytest.raises(InputError, match="src: point cloud is empty"):
+        register(np.zeros((0, 3)), ref, "indoor", method="fpfh-ransac")
+    with pytest.raises(InputError, match="ref: 1 of"):
+        bad = ref.copy()
+        bad[5, 1] = np.nan
+        register(src, bad, "indoor", method="fpfh-ransac")
+    with pytest.raises(InputError, match="voxel_size: must be a positive"):
+        register(src, ref, "indoor", method="fpfh-ransac", voxel_size=-1)

@@ -1,0 +1,171 @@
+"""`pcreg register` / `view`: outputs, --json keys, and one test per bad-input class (exit 2,
+a one-line message naming the problem, nothing written)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from pcreg.cli import main
+from pcreg.io import write_points, write_transform
+
+pytestmark = pytest.mark.open3d
+
+JSON_KEYS = {
+    "transform", "method", "model", "setting", "icp", "voxel_size_m", "num_correspondences",
+    "time_s", "timings", "src", "ref", "rre_deg", "rte_m", "rmse_m", "inlier_ratio",
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def pair_files(tmp_path_factory, room_pair):
+    src, ref, gt = room_pair
+    d = tmp_path_factory.mktemp("pair")
+    write_points(d / "src.ply", src)
+    write_points(d / "ref.ply", ref)
+    write_transform(d / "gt.txt", gt)
+    return d
+
+
+def _fail(capsys, argv, *words):
+    code = main(argv)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2, err
+    last = err[-1]
+    assert last.startswith("pcreg: error: ")
+    for w in words:
+        assert w in last, last
+    return last
+
+
+def test_register_json_out_render_and_gt(tmp_path, capsys, pair_files):
+    d = pair_files
+    argv = [
+        "register", str(d / "src.ply"), str(d / "ref.ply"), "--method", "fpfh-ransac", "--icp",
+        "--gt", str(d / "gt.txt"), "--json", "--out", str(tmp_path / "T.txt"),
+        "--render", str(tmp_path / "a.png"),
+    ]  # fmt: skip
+    assert main(argv) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert set(record) == JSON_KEYS
+    assert record["rre_deg"] < 1.0 and record["rte_m"] < 0.03 and record["rmse_m"] < 0.2
+    assert record["setting"] == "indoor" and record["icp"] is True
+    saved = np.loadtxt(tmp_path / "T.txt")
+    assert np.allclose(saved, record["transform"], atol=1e-6)
+    png = (tmp_path / "a.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 20_000
+    # the same command again: outputs exist -> refused, unchanged
+    before = (tmp_path / "T.txt").read_bytes()
+    _fail(capsys, argv, "T.txt", "already exists")
+    assert (tmp_path / "T.txt").read_bytes() == before
+    assert main([*argv, "--force"]) == 0
+    assert not [p for p in os.listdir(tmp_path) if p.startswith(".")]  # no temp files left
+
+
+def test_register_human_output_names_model_choice(capsys, pair_files, tiny_checkpoint):
+    d = pair_files
+    assert (
+        main(["register", str(d / "src.ply"), str(d / "ref.ply"), "--method", "fpfh-ransac"]) == 0
+    )
+    out = capsys.readouterr().out
+    assert "T_ref_src =" in out and "model indoor, chosen from the clouds' extent" in out
+    assert (
+        main(["register", str(d / "src.ply"), str(d / "ref.ply"), "--model", str(tiny_checkpoint)])
+        == 0
+    )
+
+
+def test_view_render(tmp_path, pair_files):
+    d = pair_files
+    out = tmp_path / "v.png"
+    argv = ["view", str(d / "src.ply"), str(d / "ref.ply"), "--transform", str(d / "gt.txt")]
+    assert main([*argv, "--render", str(out)]) == 0
+    assert out.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_show_without_display_is_a_clear_error(capsys, pair_files, monkeypatch):
+    monkeypatch.delenv("DISPLAY", raising=False)
+    monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
+    d = pair_files
+    _fail(capsys, ["view", str(d / "src.ply"), str(d / "ref.ply")], "--show", "no display")
+
+
+# ---- one test per bad-input class ------------------------------------------------------------
+
+
+def test_missing_file(capsys, pair_files, tmp_path):
+    _fail(capsys, ["register", str(tmp_path / "nope.ply"), str(pair_files / "ref.ply")],
+          "nope.ply", "file not found")  # fmt: skip
+
+
+def test_unknown_format(capsys, pair_files, tmp_path):
+    (tmp_path / "scan.obj").write_text("v 0 0 0\n")
+    _fail(capsys, ["register", str(tmp_path / "scan.obj"), str(pair_files / "ref.ply")],
+          "scan.obj", "unknown")  # fmt: skip
+
+
+def test_empty_cloud(capsys, pair_files, tmp_path):
+    (tmp_path / "empty.xyz").write_text("# nothing\n")
+    _fail(capsys, ["register", str(tmp_path / "empty.xyz"), str(pair_files / "ref.ply")],
+          "empty.xyz", "empty")  # fmt: skip
+
+
+def test_nan_points(capsys, pair_files, tmp_path, room_pair):
+    pts = room_pair[0].copy()
+    pts[3, 0] = np.nan
+    np.save(tmp_path / "nan.npy", pts)
+    _fail(capsys, ["register", str(tmp_path / "nan.npy"), str(pair_files / "ref.ply")],
+          "nan.npy", "NaN/Inf")  # fmt: skip
+
+
+def test_wrong_shape(capsys, pair_files, tmp_path):
+    np.save(tmp_path / "flat.npy", np.zeros((100, 2)))
+    _fail(capsys, ["register", str(tmp_path / "flat.npy"), str(pair_files / "ref.ply")],
+          "flat.npy", "(N, 3)")  # fmt: skip
+
+
+def test_too_few_points(capsys, pair_files, tmp_path, room_pair):
+    np.save(tmp_path / "few.npy", room_pair[0][:30])
+    _fail(capsys, ["register", str(tmp_path / "few.npy"), str(pair_files / "ref.ply"),
+                   "--method", "fpfh-ransac"], "few.npy", "at least 100")  # fmt: skip
+
+
+def test_wildly_different_scales(capsys, pair_files, tmp_path, room_pair):
+    np.save(tmp_path / "mm.npy", room_pair[0] * 1000)  # millimetres
+    _fail(capsys, ["register", str(tmp_path / "mm.npy"), str(pair_files / "ref.ply"),
+                   "--method", "fpfh-ransac"], "mm.npy", "scales differ")  # fmt: skip
+
+
+def test_non_rigid_gt(capsys, pair_files, tmp_path):
+    np.savetxt(tmp_path / "scaled.txt", np.diag([2.0, 2.0, 2.0, 1.0]))
+    _fail(capsys, ["register", str(pair_files / "src.ply"), str(pair_files / "ref.ply"),
+                   "--gt", str(tmp_path / "scaled.txt")], "scaled.txt", "rigid")  # fmt: skip
+
+
+def test_unwritable_output(capsys, pair_files, tmp_path):
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        # root may write into a 0500 directory; /proc refuses new files even to root
+        target = locked / "T.txt" if not os.access(locked, os.W_OK) else "/proc/T.txt"
+        if target == "/proc/T.txt" and not os.path.isdir("/proc"):
+            pytest.skip("no directory this user cannot write to")
+        _fail(capsys, ["register", str(pair_files / "src.ply"), str(pair_files / "ref.ply"),
+                       "--out", str(target)], "T.txt", "cannot create files in")  # fmt: skip
+    finally:
+        locked.chmod(0o700)
+
+
+def test_output_in_missing_directory(capsys, pair_files, tmp_path):
+    missing = tmp_path / "no" / "dir" / "a.png"
+    _fail(capsys, ["register", str(pair_files / "src.ply"), str(pair_files / "ref.ply"),
+                   "--render", str(missing)], "a.png", "does not exist")  # fmt: skip
+
+
+def test_missing_shipped_weights_or_unknown_model(capsys, pair_files):
+    _fail(capsys, ["register", str(pair_files / "src.ply"), str(pair_files / "ref.ply"),
+                   "--model", "indor"], "indor", "unknown model")  # fmt: skip

@@ -1,0 +1,78 @@
+"""`pcreg odometry`: chaining, the KITTI poses file, the trajectory picture, real KITTI scans."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from pcreg.cli import main
+from pcreg.data.kitti import read_poses
+from pcreg.geometry import random_transform, relative_rotation_error_deg
+from pcreg.io import write_points
+from pcreg.odometry import run_odometry
+
+pytestmark = pytest.mark.open3d
+
+
+def _rre_rte(est: np.ndarray, gt: np.ndarray) -> tuple[float, float]:
+    rre = float(relative_rotation_error_deg(torch.from_numpy(est), torch.from_numpy(gt)))
+    return rre, float(np.linalg.norm(est[:3, 3] - gt[:3, 3]))
+
+
+def test_chained_poses_match_the_true_trajectory(tmp_path, room_pair):
+    _, scene, _ = room_pair
+    g = torch.Generator().manual_seed(3)
+    # sensor poses P_k (scan k -> scan 0); FPFH is rotation invariant, so any rotation
+    poses = [np.eye(4)]
+    for _ in range(3):
+        step = random_transform(g, max_translation=0.3, dtype=torch.float64)
+        poses.append(poses[-1] @ step.numpy())
+    paths = []
+    rng = np.random.default_rng(0)
+    for k, pose in enumerate(poses):
+        inv = np.linalg.inv(pose)  # scene (scan-0 frame) -> scan k frame
+        pts = scene @ inv[:3, :3].T + inv[:3, 3] + rng.normal(0, 0.002, scene.shape)
+        paths.append(tmp_path / f"{k:06d}.npy")
+        write_points(paths[-1], pts.astype(np.float32))
+    res = run_odometry(paths, model="indoor", method="fpfh-ransac", icp=True, progress=False)
+    assert res.poses.shape == (4, 4, 4) and res.relative.shape == (3, 4, 4)
+    assert np.allclose(res.poses[0], np.eye(4))
+    for est, gt in zip(res.poses, poses, strict=True):
+        rre, rte = _rre_rte(est, gt)
+        assert rre < 0.3 and rte < 0.02
+    # the CLI writes the same poses in KITTI format, and a picture
+    out, png = tmp_path / "poses.txt", tmp_path / "traj.png"
+    argv = ["odometry", *map(str, paths), "--model", "indoor", "--method", "fpfh-ransac",
+            "--icp", "--out", str(out), "--render", str(png)]  # fmt: skip
+    assert main(argv) == 0
+    written = read_poses(out)
+    assert np.allclose(written, res.poses, atol=1e-6)
+    assert png.read_bytes()[:4] == b"\x89PNG"
+    assert main(argv) == 2  # outputs exist: refused without --force
+
+
+def test_odometry_needs_two_scans(tmp_path, capsys, room_pair):
+    write_points(tmp_path / "a.npy", room_pair[0])
+    assert main(["odometry", str(tmp_path / "a.npy")]) == 2
+    assert "at least two scans" in capsys.readouterr().err
+
+
+@pytest.mark.data
+@pytest.mark.parametrize("frames", [(94, 95), (198, 199)])
+def test_real_kitti_relative_poses_within_5cm_half_degree(shared_data, capsys, frames):
+    folder = shared_data / "kitti00_scancontext"
+    meta = json.loads((folder / "pairs.json").read_text())
+    tr = np.asarray(meta["Tr_velo_to_cam0"])
+    cam = read_poses(folder / "KITTI_00_gt_poses.txt")
+    a, b = frames
+    gt = np.linalg.inv(tr) @ np.linalg.inv(cam[a]) @ cam[b] @ tr  # scan b -> scan a (Velodyne)
+    scans = [str(folder / f"{f:06d}.bin") for f in frames]
+    argv = ["odometry", *scans, "--method", "fpfh-ransac", "--icp", "--json"]
+    assert main(argv) == 0
+    record = json.loads(capsys.readouterr().out)
+    rre, rte = _rre_rte(np.asarray(record["relative"][0]), gt)
+    assert rre < 0.5 and rte < 0.05, (rre, rte)
+    assert record["model"] == "outdoor"
