@@ -31,6 +31,8 @@ def _cmd_benchmark(args: argparse.Namespace) -> int:
     )
     from pcreg.bench.report import replace_section
 
+    if args.registration:
+        return _benchmark_registration(args)
     if args.model:
         from pcreg.bench.model import benchmark_model, format_model_table
         from pcreg.errors import MissingFileError
@@ -56,11 +58,49 @@ def _cmd_benchmark(args: argparse.Namespace) -> int:
     return 0
 
 
+def _benchmark_registration(args: argparse.Namespace) -> int:
+    from pcreg.bench.registration import (
+        default_methods,
+        format_registration_table,
+        real_cases,
+        run_cases,
+        synthetic_cases,
+    )
+    from pcreg.bench.report import replace_section
+    from pcreg.errors import InputError
+
+    models = {}
+    for setting, value in (("indoor", args.indoor_model), ("outdoor", args.outdoor_model)):
+        if value != "none":
+            models[setting] = value
+    cases = real_cases(args.shared_data, draws=args.draws) if args.shared_data.is_dir() else []
+    for setting, root in (("indoor", args.synthetic_indoor), ("outdoor", args.synthetic_outdoor)):
+        if root is not None:
+            cases += synthetic_cases(root, setting, limit=args.limit)
+    if not cases:
+        raise InputError(
+            args.shared_data, "no benchmark cases: shared data and synthetic sets absent"
+        )
+    outcomes = run_cases(cases, default_methods(models, icp=not args.no_icp))
+    table = format_registration_table(outcomes, "pcreg " + " ".join(args.argv))
+    sys.stdout.write(table + "\n")
+    if args.output is not None:
+        replace_section(args.output, "registration", table)
+    return 0
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from pcreg.demo import run_demo
 
-    shared = args.shared_data if args.shared_data.is_dir() else None
-    summary = run_demo(args.out, shared_data=shared, force=args.force)
+    summary = run_demo(
+        args.out,
+        source=args.pair,
+        shared_data=args.shared_data,
+        model=args.model,
+        method=args.method,
+        icp=args.icp,
+        force=args.force,
+    )
     sys.stdout.write(summary + "\n")
     return 0
 
@@ -198,6 +238,18 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="time the registration network on the real demo pair instead",
     )
+    bench.add_argument(
+        "--registration",
+        action="store_true",
+        help="success rates of the shipped models vs FPFH+RANSAC (real + synthetic pairs)",
+    )
+    bench.add_argument("--draws", type=int, default=10, help="random motions per real pair")
+    bench.add_argument("--indoor-model", default="indoor", help="name, PATH or none")
+    bench.add_argument("--outdoor-model", default="outdoor", help="name, PATH or none")
+    bench.add_argument("--synthetic-indoor", type=Path, help="generated indoor dataset root")
+    bench.add_argument("--synthetic-outdoor", type=Path, help="generated outdoor dataset root")
+    bench.add_argument("--limit", type=int, default=40, help="synthetic pairs per overlap bin")
+    bench.add_argument("--no-icp", action="store_true", help="skip the 'model + ICP' column")
     bench.add_argument("--runs", type=int, default=5, help="timed runs per case (median)")
     bench.add_argument("--radius", type=float, default=0.5, help="radius search radius, metres")
     bench.add_argument("--cap", type=int, default=32, help="radius search neighbor cap")
@@ -218,8 +270,21 @@ def build_parser() -> argparse.ArgumentParser:
     odometry_cmd.add_parser(sub)
     view_cmd.add_parser(sub)
 
-    demo = sub.add_parser("demo", help="register a real (or generated) scan pair and draw it")
+    demo = sub.add_parser(
+        "demo", help="register a generated (or the real 3DMatch) pair with the shipped weights"
+    )
     demo.add_argument("--out", type=Path, default=Path("demo_out"), help="output directory")
+    demo.add_argument(
+        "--pair",
+        choices=["synthetic", "real"],
+        default="synthetic",
+        help="a room generated now (default) or the real 3DMatch pair in ../shared/data",
+    )
+    demo.add_argument("--model", default="indoor", help="indoor | PATH")
+    demo.add_argument(
+        "--method", choices=["geotransformer", "fpfh-ransac"], default="geotransformer"
+    )
+    demo.add_argument("--icp", action="store_true", help="refine with point-to-plane ICP")
     demo.add_argument("--force", action="store_true", help="replace existing outputs")
     demo.add_argument("--shared-data", type=Path, default=DEFAULT_SHARED_DATA)
     demo.set_defaults(func=_cmd_demo)
@@ -267,7 +332,9 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``pcreg`` console script. Returns the process exit code."""
     from pcreg.errors import InputError
 
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
+    args.argv = argv  # recorded in benchmark tables
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(levelname)s %(name)s: %(message)s",

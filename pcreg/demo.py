@@ -1,9 +1,10 @@
-"""``pcreg demo``: register a real scan pair end to end and write the transform and a picture.
+"""``pcreg demo``: register a scan pair end to end with the shipped weights and draw it.
 
-With ``../shared/data`` present it uses the real 3DMatch pair redkitchen 0 <- 6 (the pair
-GeoTransformer ships as its demo) and scores the result against the official ground truth;
-otherwise it generates a small indoor scene pair with a known motion. Until the learned
-model ships, the registration is Open3D's FPFH + RANSAC + ICP (:mod:`pcreg.baselines`).
+By default the pair is generated on the spot: a room the synthetic generator never produces
+for training or validation (:data:`DEMO_SEED`), scanned by the simulated depth camera into two
+overlapping fragments, the source then moved by a random rotation (uniform) and translation
+(up to 1 m). ``source="real"`` uses the real 3DMatch pair redkitchen 0 <- 6 from
+``../shared/data`` (the pair GeoTransformer ships as its demo) instead.
 """
 
 from __future__ import annotations
@@ -11,29 +12,32 @@ from __future__ import annotations
 import json
 import logging
 import os
-import time
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from pcreg._fs import atomic_output, check_writable
-from pcreg.baselines import fpfh_ransac
-from pcreg.geometry import (
-    inlier_ratio,
-    random_transform,
-    relative_rotation_error_deg,
-    relative_translation_error,
-    transform_rmse,
-)
-from pcreg.io import read_points, read_transform, write_transform
+from pcreg.errors import InputError, MissingFileError
+from pcreg.geometry import random_transform
+from pcreg.io import read_points, read_transform, write_points, write_transform
 
-__all__ = ["demo_pair", "run_demo"]
+__all__ = ["DEMO_SEED", "demo_pair", "run_demo", "synthetic_demo_pair"]
 
 logger = logging.getLogger(__name__)
 
 DEMO_PAIR = Path("geotransformer_repo/demo")
-OUTPUTS = ("transform.txt", "result.json", "alignment.png")
+OUTPUTS = (
+    "transform.txt",
+    "result.json",
+    "alignment.png",
+    "correspondences.png",
+    "src.ply",
+    "ref.ply",
+    "gt.txt",
+)
+#: scene seed of the generated demo room: training rooms use 0.., validation 1_000_000..
+DEMO_SEED = 2_000_001
 
 
 def _room_pair(seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -90,83 +94,105 @@ def _room_pair(seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return src.astype(np.float32), ref.astype(np.float32), gt
 
 
-def demo_pair(shared_data: Path | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, str]:
+def synthetic_demo_pair(seed: int = DEMO_SEED) -> tuple[np.ndarray, np.ndarray, np.ndarray, str]:
+    """``(src, ref, T_ref_src, description)``: two fragments of a generated room (the pair of
+    four whose overlap is nearest 50 %), the source moved by a random rigid motion."""
+    from pcreg.data.synthetic.pairs import INDOOR_VOXEL, indoor_fragments, overlap_ratio
+
+    frags, poses = indoor_fragments(seed, num_fragments=4)
+    best = None
+    for i in range(len(frags)):
+        for j in range(i + 1, len(frags)):
+            t = np.linalg.inv(poses[i]) @ poses[j]
+            ov = overlap_ratio(frags[j], frags[i], t, 1.5 * INDOOR_VOXEL)
+            if best is None or abs(ov - 0.5) < abs(best[0] - 0.5):
+                best = (ov, i, j, t)
+    ov, i, j, t = best
+    motion = random_transform(
+        torch.Generator().manual_seed(seed), max_translation=1.0, dtype=torch.float64
+    ).numpy()
+    src = (frags[j].astype(np.float64) @ motion[:3, :3].T + motion[:3, 3]).astype(np.float32)
+    gt = t @ np.linalg.inv(motion)
+    return src, frags[i], gt, f"generated room {seed}, fragments {i} <- {j} ({ov:.0%} overlap)"
+
+
+def demo_pair(
+    source: str = "synthetic", shared_data: Path | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, str]:
     """``(src (N, 3), ref (M, 3), T_ref_src (4, 4), description)`` for the demo."""
-    if shared_data is not None and (shared_data / DEMO_PAIR / "src.npy").exists():
-        folder = shared_data / DEMO_PAIR
+    if source == "real":
+        folder = (shared_data or Path()) / DEMO_PAIR
+        if not (folder / "src.npy").exists():
+            raise MissingFileError(folder, "the real demo pair needs ../shared/data")
         return (
             read_points(folder / "src.npy"),
             read_points(folder / "ref.npy"),
             read_transform(folder / "gt.npy"),
             "real 3DMatch pair 7-scenes-redkitchen cloud_bin_0 <- cloud_bin_6",
         )
-    src, ref, gt = _room_pair()
-    return src, ref, gt, "generated room pair (shared data not found)"
+    if source != "synthetic":
+        raise InputError("--pair", f"unknown demo pair {source!r} (synthetic or real)")
+    return synthetic_demo_pair()
 
 
 def run_demo(
     out_dir: str | os.PathLike[str],
     *,
+    source: str = "synthetic",
     shared_data: Path | None = None,
+    model: str = "indoor",
+    method: str = "geotransformer",
+    icp: bool = False,
     force: bool = False,
-    voxel_size: float = 0.05,
 ) -> str:
-    """Register the demo pair, write ``transform.txt``, ``result.json`` and ``alignment.png``
-    into ``out_dir``, and return a human-readable summary."""
+    """Register the demo pair, write :data:`OUTPUTS` into ``out_dir`` and return a summary."""
+    from pcreg.api import register_points
+
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     for name in OUTPUTS:  # fail before any work rather than after it
         check_writable(out / name, overwrite=force)
-    src, ref, gt, description = demo_pair(shared_data)
+    src, ref, gt, description = demo_pair(source, shared_data)
     logger.info("demo pair: %s (%d source, %d reference points)", description, len(src), len(ref))
-    start = time.perf_counter()
-    result = fpfh_ransac(src, ref, voxel_size, icp=True)
-    elapsed = time.perf_counter() - start
-    est_t, gt_t = torch.from_numpy(result.transform), torch.from_numpy(gt)
-    rre = float(relative_rotation_error_deg(est_t, gt_t))
-    rte = float(relative_translation_error(est_t, gt_t))
-    rmse = float(transform_rmse(torch.from_numpy(src.astype(np.float64)), est_t, gt_t))
-    ir = float(
-        inlier_ratio(
-            torch.from_numpy(result.src_corr_points),
-            torch.from_numpy(result.ref_corr_points),
-            gt_t,
-            radius=0.1,
-        )
-    )
+    result = register_points(src, ref, model, method=method, icp=icp)
+    err = result.errors(gt, src)
     record = {
         "pair": description,
-        "method": "fpfh-ransac+icp (Open3D; the learned model ships separately)",
-        "voxel_size_m": voxel_size,
-        "transform": result.transform.tolist(),
+        **result.to_dict(),
         "gt_transform": gt.tolist(),
-        "rre_deg": rre,
-        "rte_m": rte,
-        "rmse_m": rmse,
-        "registered": rmse <= 0.2,
-        "num_correspondences": len(result.src_corr_points),
-        "inlier_ratio": ir,
-        "fitness": result.fitness,
-        "time_s": elapsed,
+        **err,
+        "registered": err["rmse_m"] <= 0.2,
     }
+    write_points(out / "src.ply", src, overwrite=force)
+    write_points(out / "ref.ply", ref, overwrite=force)
+    write_transform(out / "gt.txt", gt, overwrite=force)
     write_transform(out / "transform.txt", result.transform, overwrite=force)
     with atomic_output(out / "result.json", overwrite=force) as tmp:
         tmp.write_text(json.dumps(record, indent=1) + "\n")
-    from pcreg.viz import save_alignment_png
+    from pcreg.viz import alignment_panels, correspondence_panel, save_panels_png
 
-    save_alignment_png(
+    label = f"{result.method} ({result.model}{' + ICP' if icp else ''})"
+    errors = f"RRE {err['rre_deg']:.2f} deg, RTE {100 * err['rte_m']:.1f} cm"
+    save_panels_png(
         out / "alignment.png",
-        src,
-        ref,
-        result.transform,
+        alignment_panels(src, ref, result.transform),
+        title=f"{description}\n{label}: {errors}, {result.time_s:.1f} s",
         overwrite=force,
-        correspondences=(result.src_corr_points, result.ref_corr_points),
-        title=f"{description}: RRE {rre:.2f} deg, RTE {100 * rte:.1f} cm, {elapsed:.1f} s",
+    )
+    save_panels_png(
+        out / "correspondences.png",
+        [
+            correspondence_panel(
+                src, ref, result.transform, (result.src_corr_points, result.ref_corr_points), gt=gt
+            )
+        ],
+        title=f"{label}: {result.num_correspondences} correspondences",
+        overwrite=force,
     )
     matrix = "\n".join("  " + " ".join(f"{v: .5f}" for v in row) for row in result.transform)
     return (
-        f"{description}\nmethod: {record['method']}\nT_ref_src =\n{matrix}\n"
-        f"RRE {rre:.2f} deg, RTE {100 * rte:.1f} cm, RMSE {100 * rmse:.1f} cm -> "
+        f"{description}\nmethod: {label}\nT_ref_src =\n{matrix}\n"
+        f"{errors}, RMSE {100 * err['rmse_m']:.1f} cm -> "
         f"{'registered' if record['registered'] else 'NOT registered'} (3DMatch: RMSE <= 20 cm); "
-        f"{elapsed:.2f} s\nwrote {', '.join(str(out / n) for n in OUTPUTS)}"
+        f"{result.time_s:.2f} s\nwrote {', '.join(str(out / n) for n in OUTPUTS)}"
     )

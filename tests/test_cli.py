@@ -8,21 +8,38 @@ import sys
 
 import numpy as np
 import pytest
+import torch
 
 from pcreg.cli import main
+from pcreg.data.synthetic.pairs import overlap_ratio
 from pcreg.demo import run_demo
+from pcreg.geometry import relative_rotation_error_deg
+from pcreg.io import read_points
 
 
-def test_demo_on_generated_pair_registers_and_writes_outputs(tmp_path):
-    summary = run_demo(tmp_path / "out", shared_data=None)
+def test_demo_generated_pair_with_fpfh_ransac_writes_everything(tmp_path):
+    summary = run_demo(tmp_path / "out", method="fpfh-ransac", icp=True)
     record = json.loads((tmp_path / "out/result.json").read_text())
-    assert record["registered"], record
-    assert record["rre_deg"] < 2.0 and record["rte_m"] < 0.05
-    assert record["inlier_ratio"] > 0.5 and record["num_correspondences"] > 100
+    assert "generated room" in record["pair"] and record["method"] == "fpfh-ransac"
     est = np.loadtxt(tmp_path / "out/transform.txt")
     np.testing.assert_allclose(est, np.array(record["transform"]), atol=1e-12)
-    png = (tmp_path / "out/alignment.png").read_bytes()
-    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 20_000  # a real rendering, not blank
+    # the reported errors are those of the written estimate against the written truth
+    gt = np.loadtxt(tmp_path / "out/gt.txt")
+    rre = float(relative_rotation_error_deg(torch.from_numpy(est), torch.from_numpy(gt)))
+    assert abs(rre - record["rre_deg"]) < 1e-6
+    assert abs(np.linalg.norm(est[:3, 3] - gt[:3, 3]) - record["rte_m"]) < 1e-9
+    src = read_points(tmp_path / "out/src.ply").astype(np.float64)
+    rmse = np.sqrt(np.mean(np.sum((src @ (est - gt)[:3, :3].T + (est - gt)[:3, 3]) ** 2, 1)))
+    assert abs(rmse - record["rmse_m"]) < 1e-5
+    assert record["registered"] == (rmse <= 0.2)
+    for name in ("alignment.png", "correspondences.png"):
+        png = (tmp_path / "out" / name).read_bytes()
+        assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 20_000  # a rendering, not blank
+    np.testing.assert_allclose(gt, np.array(record["gt_transform"]), atol=1e-9)
+    # the written pair and truth are consistent: most of src moved by gt lands on ref
+    ref = read_points(tmp_path / "out/ref.ply")
+    overlap = overlap_ratio(src.astype(np.float32), ref, gt, 0.0375)
+    assert 0.3 < overlap < 0.7, overlap
     assert "registered" in summary
 
 
@@ -30,7 +47,7 @@ def test_demo_refuses_to_overwrite(tmp_path, capsys):
     out = tmp_path / "out"
     out.mkdir()
     (out / "result.json").write_text("keep me")
-    code = main(["demo", "--out", str(out), "--shared-data", str(tmp_path / "none")])
+    code = main(["demo", "--out", str(out), "--method", "fpfh-ransac"])
     err = capsys.readouterr().err
     assert code == 2
     assert err.startswith(f"pcreg: error: {out / 'result.json'}: already exists")
@@ -40,7 +57,7 @@ def test_demo_refuses_to_overwrite(tmp_path, capsys):
 
 @pytest.mark.data
 def test_demo_on_real_3dmatch_pair(tmp_path, shared_data):
-    run_demo(tmp_path, shared_data=shared_data)
+    run_demo(tmp_path, source="real", shared_data=shared_data, method="fpfh-ransac", icp=True)
     record = json.loads((tmp_path / "result.json").read_text())
     assert "redkitchen" in record["pair"]
     assert record["registered"] and record["rmse_m"] < 0.2, record

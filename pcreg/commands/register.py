@@ -95,6 +95,8 @@ def run(args: argparse.Namespace) -> int:
             ref,
             result.transform,
             correspondences=(result.src_corr_points, result.ref_corr_points),
+            gt=gt,
+            radius=0.6 if result.setting == "outdoor" else 0.1,
             title=title,
             overwrite=args.force,
         )

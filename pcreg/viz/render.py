@@ -13,7 +13,15 @@ import numpy as np
 
 from pcreg._fs import atomic_output
 
-__all__ = ["REFERENCE_COLOR", "SOURCE_COLOR", "render_clouds", "save_alignment_png"]
+__all__ = [
+    "REFERENCE_COLOR",
+    "SOURCE_COLOR",
+    "alignment_panels",
+    "correspondence_panel",
+    "render_clouds",
+    "save_alignment_png",
+    "save_panels_png",
+]
 
 SOURCE_COLOR = (0.95, 0.55, 0.05)  # orange
 REFERENCE_COLOR = (0.10, 0.45, 0.85)  # blue
@@ -33,7 +41,7 @@ def render_clouds(
     clouds: Sequence[tuple[np.ndarray, Sequence[float]]],
     *,
     lines: tuple[np.ndarray, np.ndarray] | None = None,
-    line_color: Sequence[float] = (0.1, 0.7, 0.2),
+    line_color: Sequence[float] | np.ndarray = (0.1, 0.7, 0.2),
     width: int = 800,
     height: int = 600,
     front: Sequence[float] | None = None,
@@ -44,7 +52,8 @@ def render_clouds(
 
     Args:
         clouds: ``[(points (N, 3), rgb in [0, 1]), ...]``.
-        lines: optional ``(starts (K, 3), ends (K, 3))`` drawn as segments.
+        lines: optional ``(starts (K, 3), ends (K, 3))`` drawn as segments, in
+            ``line_color`` (one rgb, or ``(K, 3)`` one per segment).
         front, up: camera direction (from the scene towards the camera) and up vector;
             by default from :func:`principal_view` of all points, tilted 30 degrees.
 
@@ -76,7 +85,11 @@ def render_clouds(
                     np.stack([np.arange(len(starts)), np.arange(len(starts)) + len(starts)], 1)
                 ),
             )
-            line_set.paint_uniform_color(list(line_color))
+            colors = np.asarray(line_color, np.float64)
+            if colors.ndim == 2:
+                line_set.colors = o3d.utility.Vector3dVector(colors)
+            else:
+                line_set.paint_uniform_color(colors.tolist())
             vis.add_geometry(line_set)
         opt = vis.get_render_option()
         opt.point_size = point_size
@@ -99,61 +112,69 @@ def render_clouds(
     return (np.clip(image, 0, 1) * 255).astype(np.uint8)
 
 
-def save_alignment_png(
-    path: str | os.PathLike[str],
+INLIER_COLOR = (0.10, 0.70, 0.20)  # green
+OUTLIER_COLOR = (0.85, 0.10, 0.10)  # red
+
+
+def correspondence_panel(
     src_points: np.ndarray,
     ref_points: np.ndarray,
     transform: np.ndarray,
+    correspondences: tuple[np.ndarray, np.ndarray],
+    *,
+    gt: np.ndarray | None = None,
+    radius: float = 0.1,
+    max_lines: int = 250,
+) -> tuple[str, np.ndarray]:
+    """``(caption, image)``: the reference, the source moved by ``transform`` and lifted beside
+    it along the reference's major axis, and the correspondences (source / reference
+    coordinates) as segments; with ``gt`` the ones within ``radius`` metres under the truth are
+    green and the others red (at most ``max_lines``, evenly subsampled)."""
+    src = np.asarray(src_points, np.float64)
+    ref = np.asarray(ref_points, np.float64)
+    moved = src @ transform[:3, :3].T + transform[:3, 3]
+    major, _, _ = principal_view(ref)
+    offset = 1.15 * float(np.ptp(ref @ major)) * major
+    src_c, ref_c = (np.asarray(c, np.float64).reshape(-1, 3) for c in correspondences)
+    total = len(src_c)
+    keep = np.linspace(0, total - 1, min(max_lines, total)).astype(int) if total else []
+    src_c, ref_c = src_c[keep], ref_c[keep]
+    moved_c = src_c @ transform[:3, :3].T + transform[:3, 3]
+    colors: Sequence[float] | np.ndarray = INLIER_COLOR
+    caption = f"{len(keep)} of {total} correspondences (source shifted aside)"
+    if gt is not None and total:
+        true_c = src_c @ gt[:3, :3].T + gt[:3, 3]
+        good = np.linalg.norm(true_c - ref_c, axis=1) < radius
+        colors = np.where(good[:, None], INLIER_COLOR, OUTLIER_COLOR)
+        caption = (
+            f"{len(keep)} of {total} correspondences: {good.mean():.0%} within "
+            f"{100 * radius:.0f} cm under the truth (green)"
+        )
+    image = render_clouds(
+        [(moved + offset, SOURCE_COLOR), (ref, REFERENCE_COLOR)],
+        lines=(moved_c + offset, ref_c),
+        line_color=colors,
+    )
+    return caption, image
+
+
+def save_panels_png(
+    path: str | os.PathLike[str],
+    panels: Sequence[tuple[str, np.ndarray]],
     *,
     title: str = "",
-    correspondences: tuple[np.ndarray, np.ndarray] | None = None,
     overwrite: bool = False,
-    max_lines: int = 250,
 ) -> Path:
-    """Write a before/after PNG: source (orange) and reference (blue) as given, then with the
-    source moved by ``transform`` (``T_ref_src``). With ``correspondences`` (source and
-    reference coordinates), a third panel draws them as green segments, the source lifted
-    beside the reference along its major axis so the lines are visible (at most ``max_lines``
-    of them, evenly subsampled)."""
+    """Images side by side with captions, written atomically as PNG."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    src = np.asarray(src_points, np.float64)
-    ref = np.asarray(ref_points, np.float64)
-    moved = src @ transform[:3, :3].T + transform[:3, 3]
-    panels = [
-        (
-            "before (input poses)",
-            render_clouds([(src, SOURCE_COLOR), (ref, REFERENCE_COLOR)]),
-        ),
-        (
-            "after (source moved by T_ref_src)",
-            render_clouds([(moved, SOURCE_COLOR), (ref, REFERENCE_COLOR)]),
-        ),
-    ]
-    if correspondences is not None:
-        major, _, _ = principal_view(ref)
-        extent = float(np.ptp(ref @ major))
-        offset = 1.15 * extent * major
-        src_c, ref_c = (np.asarray(c, np.float64) for c in correspondences)
-        keep = np.linspace(0, len(src_c) - 1, min(max_lines, len(src_c))).astype(int)
-        src_c, ref_c = src_c[keep], ref_c[keep]
-        moved_c = src_c @ transform[:3, :3].T + transform[:3, 3]
-        panels.append(
-            (
-                f"{len(keep)} of {len(correspondences[0])} correspondences (source shifted aside)",
-                render_clouds(
-                    [(moved + offset, SOURCE_COLOR), (ref, REFERENCE_COLOR)],
-                    lines=(moved_c + offset, ref_c),
-                ),
-            )
-        )
-    fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4.8))
+    fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 5.0))
     for ax, (name, image) in zip(np.atleast_1d(axes), panels, strict=True):
         ax.imshow(image)
-        ax.set_title(name)
+        ax.set_title(name, fontsize=10)
         ax.axis("off")
     if title:
         fig.suptitle(title)
@@ -163,3 +184,52 @@ def save_alignment_png(
         fig.savefig(tmp, dpi=90, format="png")
     plt.close(fig)
     return path
+
+
+def alignment_panels(
+    src_points: np.ndarray, ref_points: np.ndarray, transform: np.ndarray
+) -> list[tuple[str, np.ndarray]]:
+    """Before (as given) and after (source moved by ``transform``) renders, source orange and
+    reference blue."""
+    src = np.asarray(src_points, np.float64)
+    ref = np.asarray(ref_points, np.float64)
+    moved = src @ transform[:3, :3].T + transform[:3, 3]
+    return [
+        ("before (input poses)", render_clouds([(src, SOURCE_COLOR), (ref, REFERENCE_COLOR)])),
+        (
+            "after (source moved by T_ref_src)",
+            render_clouds([(moved, SOURCE_COLOR), (ref, REFERENCE_COLOR)]),
+        ),
+    ]
+
+
+def save_alignment_png(
+    path: str | os.PathLike[str],
+    src_points: np.ndarray,
+    ref_points: np.ndarray,
+    transform: np.ndarray,
+    *,
+    title: str = "",
+    correspondences: tuple[np.ndarray, np.ndarray] | None = None,
+    gt: np.ndarray | None = None,
+    radius: float = 0.1,
+    overwrite: bool = False,
+    max_lines: int = 250,
+) -> Path:
+    """Write a before/after PNG: source (orange) and reference (blue) as given, then with the
+    source moved by ``transform`` (``T_ref_src``). With ``correspondences`` (source and
+    reference coordinates) a third panel draws them (:func:`correspondence_panel`)."""
+    panels = alignment_panels(src_points, ref_points, transform)
+    if correspondences is not None:
+        panels.append(
+            correspondence_panel(
+                src_points,
+                ref_points,
+                transform,
+                correspondences,
+                gt=gt,
+                radius=radius,
+                max_lines=max_lines,
+            )
+        )
+    return save_panels_png(path, panels, title=title, overwrite=overwrite)

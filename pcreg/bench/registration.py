@@ -1,0 +1,228 @@
+"""Registration success of the shipped models against Open3D FPFH + RANSAC, on real scans with
+random initial motions and on synthetic validation pairs (the weights issue's protocol).
+
+Success: indoors the 3DMatch registration-recall test, RMSE <= 0.2 m between the source moved
+by the estimate and by the truth; outdoors RRE < 2 deg and RTE < 0.3 m (the KITTI protocol of
+GeoTransformer / PREDATOR). Cases:
+
+* ``3DMatch 0<-6``, ``3DMatch 0<-5`` (redkitchen, ``../shared/data``): the source first moved by
+  a uniform random rotation and a translation up to 1 m (uniform in the ball).
+* ``KITTI 95<-94``, ``KITTI 199<-198``: the source first rotated about the vertical axis by any
+  angle and shifted horizontally up to 10 m (uniform in the disk).
+* synthetic validation pairs (never trained on), indoor by overlap bin and outdoor, each with a
+  random motion of the same kind.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from pcreg.geometry import (
+    random_transform,
+    relative_rotation_error_deg,
+    relative_translation_error,
+    transform_rmse,
+)
+
+__all__ = [
+    "Case",
+    "Outcome",
+    "format_registration_table",
+    "is_success",
+    "real_cases",
+    "run_cases",
+    "synthetic_cases",
+]
+
+logger = logging.getLogger(__name__)
+
+#: a method: (src (N, 3), ref (M, 3), setting) -> T_ref_src (4, 4), or None: not applicable
+Method = Callable[[np.ndarray, np.ndarray, str], np.ndarray]
+
+
+@dataclass
+class Case:
+    """One registration problem: ``gt`` is ``T_ref_src`` for the (moved) ``src``."""
+
+    group: str
+    setting: str  # "indoor" | "outdoor"
+    src: np.ndarray
+    ref: np.ndarray
+    gt: np.ndarray
+
+
+@dataclass
+class Outcome:
+    group: str
+    method: str
+    success: bool
+    rre_deg: float
+    rte_m: float
+    rmse_m: float
+    time_s: float
+
+
+def _motion(setting: str, g: torch.Generator) -> np.ndarray:
+    if setting == "indoor":
+        return random_transform(g, max_translation=1.0, dtype=torch.float64).numpy()
+    yaw = float(torch.rand((), generator=g, dtype=torch.float64)) * 2 * np.pi
+    radius = 10.0 * float(torch.rand((), generator=g, dtype=torch.float64)) ** 0.5
+    heading = float(torch.rand((), generator=g, dtype=torch.float64)) * 2 * np.pi
+    m = np.eye(4)
+    c, s = np.cos(yaw), np.sin(yaw)
+    m[:2, :2] = [[c, -s], [s, c]]
+    m[:2, 3] = radius * np.cos(heading), radius * np.sin(heading)
+    return m
+
+
+def _moved(group, setting, src, ref, gt, g) -> Case:
+    m = _motion(setting, g)
+    moved = (src.astype(np.float64) @ m[:3, :3].T + m[:3, 3]).astype(np.float32)
+    return Case(group, setting, moved, ref, gt @ np.linalg.inv(m))
+
+
+def real_cases(shared_data: Path, draws: int = 10, seed: int = 0) -> list[Case]:
+    """The four real pairs of ``../shared/data``, each under ``draws`` random initial motions."""
+    from pcreg.io import read_points, read_transform
+
+    g = torch.Generator().manual_seed(seed)
+    cases = []
+    demo = shared_data / "geotransformer_repo" / "demo"
+    frags = shared_data / "regtr_3dmatch_fragments"
+    kitti = shared_data / "kitti00_scancontext"
+    pairs = []
+    if demo.is_dir():
+        pairs.append(
+            ("3DMatch 0<-6", "indoor", read_points(demo / "src.npy"), read_points(demo / "ref.npy"),
+             read_transform(demo / "gt.npy"))
+        )  # fmt: skip
+    if frags.is_dir():
+        meta = json.loads((frags / "pairs.json").read_text())["pairs"][0]
+        pairs.append(
+            (f"3DMatch {meta['ref_frag']}<-{meta['src_frag']}", "indoor",
+             read_points(frags / meta["src_file"]), read_points(frags / meta["ref_file"]),
+             np.asarray(meta["T_ref_from_src_gtlog"]))
+        )  # fmt: skip
+    if kitti.is_dir():
+        meta = json.loads((kitti / "pairs.json").read_text())["pairs"]
+        for p in meta[:2]:
+            name = f"KITTI {int(p['ref_file'][:6])}<-{int(p['src_file'][:6])}"
+            pairs.append(
+                (name, "outdoor", read_points(kitti / p["src_file"]),
+                 read_points(kitti / p["ref_file"]), np.asarray(p["T_ref_from_src"]))
+            )  # fmt: skip
+    for group, setting, src, ref, gt in pairs:
+        for _ in range(draws):
+            cases.append(_moved(group, setting, src, ref, gt, g))
+    return cases
+
+
+def synthetic_cases(
+    root: Path, setting: str, split: str = "val", limit: int = 40, seed: int = 0
+) -> list[Case]:
+    """Pairs of a generated dataset (``pcreg.data.synthetic`` writer layout), binned by overlap
+    indoors (``> 30%`` and ``10-30%``), at most ``limit`` per bin, each under a random motion."""
+    from pcreg.data.threedmatch import ThreeDMatchPairs
+
+    pairs = ThreeDMatchPairs(root, split)
+    g = torch.Generator().manual_seed(seed)
+    rng = np.random.default_rng(seed)
+    bins: dict[str, list[int]] = {}
+    for i, r in enumerate(pairs.records):
+        if setting == "indoor":
+            name = "synthetic indoor, overlap > 30%" if r.overlap > 0.3 else (
+                "synthetic indoor, overlap 10-30%")  # fmt: skip
+        else:
+            name = "synthetic outdoor"
+        bins.setdefault(name, []).append(i)
+    cases = []
+    for name, idx in sorted(bins.items()):
+        chosen = rng.permutation(idx)[:limit]
+        for i in sorted(chosen.tolist()):
+            ref, src, gt, _ = pairs[i]
+            cases.append(_moved(name, setting, src, ref, gt, g))
+    return cases
+
+
+def is_success(case: Case, est: np.ndarray) -> tuple[bool, float, float, float]:
+    """``(success, RRE deg, RTE m, RMSE m)`` under the case's criterion."""
+    e, t = torch.from_numpy(np.asarray(est, np.float64)), torch.from_numpy(case.gt)
+    rre = float(relative_rotation_error_deg(e, t))
+    rte = float(relative_translation_error(e, t))
+    rmse = float(transform_rmse(torch.from_numpy(case.src.astype(np.float64)), e, t))
+    ok = rmse <= 0.2 if case.setting == "indoor" else (rre < 2.0 and rte < 0.3)
+    return ok, rre, rte, rmse
+
+
+def run_cases(cases: list[Case], methods: dict[str, Method]) -> list[Outcome]:
+    """Every method on every case (timed, single-threaded order); progress on stderr."""
+    out = []
+    for case in tqdm(cases, desc="registration benchmark", unit="case"):
+        for name, method in methods.items():
+            start = time.perf_counter()
+            est = method(case.src, case.ref, case.setting)
+            if est is None:
+                continue
+            elapsed = time.perf_counter() - start
+            ok, rre, rte, rmse = is_success(case, est)
+            out.append(Outcome(case.group, name, ok, rre, rte, rmse, elapsed))
+    return out
+
+
+def format_registration_table(outcomes: list[Outcome], command: str, note: str = "") -> str:
+    """Markdown: success rate and median time per case group (rows) and method (columns)."""
+    groups = list(dict.fromkeys(o.group for o in outcomes))
+    methods = list(dict.fromkeys(o.method for o in outcomes))
+    head = "| case | n | " + " | ".join(f"{m}: success / median s" for m in methods) + " |"
+    lines = [head, "|" + "---|" * (2 + len(methods))]
+    for grp in groups:
+        cells = []
+        n = 0
+        for m in methods:
+            rows = [o for o in outcomes if o.group == grp and o.method == m]
+            if not rows:
+                cells.append("n/a")
+                continue
+            n = len(rows)
+            wins = sum(o.success for o in rows)
+            med = statistics.median(o.time_s for o in rows)
+            cells.append(f"{100 * wins / n:.0f}% ({wins}/{n}) / {med:.2f}")
+        lines.append(f"| {grp} | {n} | " + " | ".join(cells) + " |")
+    from pcreg.bench.report import machine_description
+
+    text = "\n".join(lines)
+    footer = f"\n\nMeasured with `{command}` on {machine_description()}."
+    return text + footer + (f"\n{note}" if note else "")
+
+
+def default_methods(models: dict[str, str], icp: bool = True) -> dict[str, Method]:
+    """The learned models (no ICP, and + ICP when ``icp``) and FPFH + RANSAC + ICP.
+    ``models`` maps a setting to a model name / path; a setting without one is "n/a"."""
+    from pcreg.api import register_points
+
+    def learned(with_icp: bool) -> Method:
+        def run(src, ref, setting):
+            if setting not in models:
+                return None
+            return register_points(src, ref, models[setting], icp=with_icp).transform
+
+        return run
+
+    def classical(src, ref, setting):
+        return register_points(src, ref, setting, method="fpfh-ransac", icp=True).transform
+
+    methods = {"pcreg": learned(False)}
+    if icp:
+        methods["pcreg + ICP"] = learned(True)
+    methods["FPFH+RANSAC + ICP"] = classical
+    return methods
