@@ -24,6 +24,9 @@ class GeoTransformerConfig:
     init_radius: float = 2.5  # x voxel_size
     init_sigma: float = 2.0  # x voxel_size
     group_norm: int = 32
+    # KPConv offsets in local reference frames: rotation invariant by construction (pcreg's
+    # shipped models; off in the published configuration, whose checkpoints expect it off)
+    rotation_invariant: bool = False
     # geometric transformer
     hidden_dim: int = 256
     coarse_dim: int = 256

@@ -78,6 +78,7 @@ class GeoTransformer(nn.Module):
             cfg.init_sigma * cfg.voxel_size,
             cfg.group_norm,
             cfg.num_stages,
+            rotation_invariant=cfg.rotation_invariant,
         )
         self.transformer = GeometricTransformer(
             cfg.backbone_coarse_dim,

@@ -129,8 +129,9 @@ class ConvBlock(nn.Module):
         s_points: Tensor,
         indices: Tensor,
         q_lengths: Tensor,
+        frames: Tensor | None = None,
     ) -> Tensor:
-        x = self.conv(s_feats, q_points, s_points, indices)
+        x = self.conv(s_feats, q_points, s_points, indices, frames)
         return F.leaky_relu(self.norm(x, q_lengths), 0.1)
 
 
@@ -171,9 +172,11 @@ class ResidualBlock(nn.Module):
         indices: Tensor,
         q_lengths: Tensor,
         s_lengths: Tensor,
+        frames: Tensor | None = None,
     ) -> Tensor:
         x = self.unary1(s_feats, s_lengths) if self.unary1 is not None else s_feats
-        x = F.leaky_relu(self.norm_conv(self.conv(x, q_points, s_points, indices), q_lengths), 0.1)
+        x = self.conv(x, q_points, s_points, indices, frames)
+        x = F.leaky_relu(self.norm_conv(x, q_lengths), 0.1)
         x = self.unary2(x, q_lengths)
         shortcut = maxpool(s_feats, indices) if self.strided else s_feats
         if self.shortcut is not None:

@@ -49,15 +49,25 @@ class KPConv(nn.Module):
         self.register_buffer("kernel_points", torch.from_numpy(kernel_points(kernel_size)) * radius)
 
     def forward(
-        self, s_feats: Tensor, q_points: Tensor, s_points: Tensor, neighbor_indices: Tensor
+        self,
+        s_feats: Tensor,
+        q_points: Tensor,
+        s_points: Tensor,
+        neighbor_indices: Tensor,
+        frames: Tensor | None = None,
     ) -> Tensor:
         """s_feats ``(N, Cin)``, q_points ``(M, 3)``, s_points ``(N, 3)``, neighbor_indices
-        ``(M, H)`` int64 into ``s_points`` (shadow ``N``). Returns ``(M, Cout)``."""
+        ``(M, H)`` int64 into ``s_points`` (shadow ``N``). With ``frames (M, 3, 3)`` (columns:
+        local axes, :func:`~pcreg.models.backbones.kpconv.frames.local_reference_frames`) the
+        offsets are expressed in them, which makes the convolution rotation invariant.
+        Returns ``(M, Cout)``."""
         n = s_points.shape[0]
         valid = neighbor_indices < n  # (M, H)
         # shadow row: a point far outside every kernel (zero influence) with zero features
         far = torch.full_like(s_points[:1], 1e6)
         rel = torch.cat([s_points, far], 0)[neighbor_indices] - q_points[:, None, :]  # (M, H, 3)
+        if frames is not None:  # rotation preserves |rel|: the shadow stays far away
+            rel = torch.bmm(rel, frames.to(rel.dtype))
         kp = self.kernel_points.to(rel.dtype)
         # |rel - kp|² = |rel|² - 2 rel·kp + |kp|² as one GEMM over augmented coordinates;
         # rel is query-centred, so float32 has no cancellation problem here.

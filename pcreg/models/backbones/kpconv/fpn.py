@@ -22,6 +22,7 @@ from pcreg.models.backbones.kpconv.blocks import (
     UnaryBlock,
     nearest_upsample,
 )
+from pcreg.models.backbones.kpconv.frames import local_reference_frames
 from pcreg.ops.pyramid import Pyramid
 
 __all__ = ["KPConvFPN"]
@@ -35,6 +36,8 @@ class KPConvFPN(nn.Module):
     kernel_size: kernel points (15). init_radius / init_sigma: stage-1 KPConv radius / sigma
     in metres (2.5 / 2.0 voxel sizes for 3DMatch). group_norm: groups (32).
     num_stages: 4 (3DMatch) or 5 (KITTI); must match the pyramid.
+    rotation_invariant: express every KPConv's offsets in local reference frames
+    (:mod:`pcreg.models.backbones.kpconv.frames`); off in the published configuration.
     """
 
     def __init__(
@@ -47,8 +50,11 @@ class KPConvFPN(nn.Module):
         init_sigma: float,
         group_norm: int,
         num_stages: int,
+        rotation_invariant: bool = False,
     ) -> None:
         super().__init__()
+        self.rotation_invariant = rotation_invariant
+        self.radii = [init_radius * 2**s for s in range(num_stages)]  # conv radius per stage
         if num_stages < 2:
             raise ValueError(f"the FPN needs at least 2 stages, got {num_stages}")
         self.num_stages = num_stages
@@ -96,18 +102,34 @@ class KPConvFPN(nn.Module):
         pts, lens, nbrs = pyramid.points, pyramid.lengths, pyramid.neighbors
         if len(pts) != self.num_stages:
             raise ValueError(f"pyramid has {len(pts)} stages, the backbone {self.num_stages}")
+        frames = strided = None
+        if self.rotation_invariant:
+            frames = [
+                local_reference_frames(pts[i], pts[i], nbrs[i], self.radii[i])
+                for i in range(self.num_stages)
+            ]
+            strided = [None] + [
+                local_reference_frames(pts[i], pts[i - 1], pyramid.subsampling[i - 1], r)
+                for i, r in zip(range(1, self.num_stages), self.radii, strict=False)
+            ]
         encoded = []
         x = feats
         for i, blocks in enumerate(self.stages):
             for j, block in enumerate(blocks):
                 if i == 0 and j == 0:
-                    x = block(x, pts[0], pts[0], nbrs[0], lens[0])
+                    x = block(x, pts[0], pts[0], nbrs[0], lens[0], frames and frames[0])
                 elif j == 0 and i > 0:
                     x = block(
-                        x, pts[i], pts[i - 1], pyramid.subsampling[i - 1], lens[i], lens[i - 1]
+                        x,
+                        pts[i],
+                        pts[i - 1],
+                        pyramid.subsampling[i - 1],
+                        lens[i],
+                        lens[i - 1],
+                        strided and strided[i],
                     )
                 else:
-                    x = block(x, pts[i], pts[i], nbrs[i], lens[i], lens[i])
+                    x = block(x, pts[i], pts[i], nbrs[i], lens[i], lens[i], frames and frames[i])
             encoded.append(x)
         coarse = encoded[-1]
         latent = coarse
