@@ -276,13 +276,17 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--out", type=Path, default=Path("demo_out"), help="output directory")
     demo.add_argument(
         "--pair",
-        choices=["synthetic", "real"],
-        default="synthetic",
-        help="a room generated now (default) or the real 3DMatch pair in ../shared/data",
+        choices=["auto", "synthetic", "real"],
+        default="auto",
+        help="a room generated now or the real 3DMatch pair in ../shared/data (auto: the "
+        "generated room when the model ships, else the real pair)",
     )
     demo.add_argument("--model", default="indoor", help="indoor | PATH")
     demo.add_argument(
-        "--method", choices=["geotransformer", "fpfh-ransac"], default="geotransformer"
+        "--method",
+        choices=["auto", "geotransformer", "fpfh-ransac"],
+        default="auto",
+        help="auto: the shipped model if present, else FPFH+RANSAC+ICP",
     )
     demo.add_argument("--icp", action="store_true", help="refine with point-to-plane ICP")
     demo.add_argument("--force", action="store_true", help="replace existing outputs")

@@ -22,7 +22,7 @@ from pcreg.errors import InputError, MissingFileError
 from pcreg.geometry import random_transform
 from pcreg.io import read_points, read_transform, write_points, write_transform
 
-__all__ = ["DEMO_SEED", "demo_pair", "run_demo", "synthetic_demo_pair"]
+__all__ = ["DEMO_SEED", "demo_pair", "resolve_defaults", "run_demo", "synthetic_demo_pair"]
 
 logger = logging.getLogger(__name__)
 
@@ -135,19 +135,43 @@ def demo_pair(
     return synthetic_demo_pair()
 
 
+def resolve_defaults(
+    source: str, method: str, icp: bool, model: str, shared_data: Path | None
+) -> tuple[str, str, bool]:
+    """``"auto"`` choices: the learned model on a generated room when its weights ship;
+    otherwise (said in a warning) FPFH + RANSAC + ICP on the real 3DMatch pair, or on the
+    generated room when ``../shared/data`` is absent."""
+    from pcreg.weights import WEIGHTS_DIR
+
+    have_weights = model not in ("indoor", "outdoor") or (WEIGHTS_DIR / f"{model}.pt").is_file()
+    if method == "auto":
+        method = "geotransformer" if have_weights else "fpfh-ransac"
+        if not have_weights:
+            icp = True
+            logger.warning(
+                "the %r weights are not in this build yet: the demo uses FPFH + RANSAC + ICP", model
+            )
+    if source == "auto":
+        real = shared_data is not None and (shared_data / DEMO_PAIR / "src.npy").exists()
+        source = "synthetic" if method == "geotransformer" or not real else "real"
+    return source, method, icp
+
+
 def run_demo(
     out_dir: str | os.PathLike[str],
     *,
-    source: str = "synthetic",
+    source: str = "auto",
     shared_data: Path | None = None,
     model: str = "indoor",
-    method: str = "geotransformer",
+    method: str = "auto",
     icp: bool = False,
     force: bool = False,
 ) -> str:
-    """Register the demo pair, write :data:`OUTPUTS` into ``out_dir`` and return a summary."""
+    """Register the demo pair, write :data:`OUTPUTS` into ``out_dir`` and return a summary.
+    ``source`` / ``method`` ``"auto"``: see :func:`resolve_defaults`."""
     from pcreg.api import register_points
 
+    source, method, icp = resolve_defaults(source, method, icp, model, shared_data)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     for name in OUTPUTS:  # fail before any work rather than after it
