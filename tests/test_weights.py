@@ -1,0 +1,59 @@
+"""Shipped-weights plumbing: export to float16, load by name or path, clear errors."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from pcreg.engine.checkpoint import load_checkpoint, save_checkpoint
+from pcreg.errors import InputError, MissingFileError
+from pcreg.weights import SHIPPED_MODELS, WEIGHTS_DIR, export_weights, load_model, weights_path
+
+
+def test_export_is_half_precision_and_loads_back(tmp_path, tiny_checkpoint):
+    out = export_weights(tiny_checkpoint, tmp_path / "w.pt", step=123)
+    ckpt = load_checkpoint(out, kind="geotransformer")
+    assert ckpt["step"] == 123
+    src = load_checkpoint(tiny_checkpoint)["model"]
+    for k, v in ckpt["model"].items():
+        if v.is_floating_point():
+            assert v.dtype == torch.float16
+            ref = src[k].float()
+            # float16 rounding: relative error <= 2^-11 for normal numbers
+            assert ((v.float() - ref).abs() <= ref.abs() * 2**-11 + 6.2e-5).all(), k
+    registrar = load_model(out)
+    assert registrar.config.voxel_size == pytest.approx(0.05)
+    assert next(registrar.model.parameters()).dtype == torch.float32
+    assert not (tmp_path / "w.pt").with_suffix(".tmp").exists()
+    with pytest.raises(InputError, match="already exists"):
+        export_weights(tiny_checkpoint, out)
+
+
+def test_training_checkpoints_load_and_export(tmp_path, tiny_checkpoint):
+    base = load_checkpoint(tiny_checkpoint)
+    train_ckpt = tmp_path / "last.pt"
+    save_checkpoint(
+        train_ckpt, "geotransformer-train", base["model"], config={"model": {}, "train": {}},
+        model_config=base["config"], step=7,
+    )  # fmt: skip
+    assert load_model(train_ckpt).config == load_model(tiny_checkpoint).config
+    out = export_weights(train_ckpt, tmp_path / "exported.pt")
+    assert load_checkpoint(out)["config"] == base["config"]
+
+
+def test_names_and_errors(tmp_path):
+    assert set(SHIPPED_MODELS) == {"indoor", "outdoor"}
+    for name in SHIPPED_MODELS:
+        if (WEIGHTS_DIR / f"{name}.pt").is_file():
+            assert weights_path(name) == WEIGHTS_DIR / f"{name}.pt"
+        else:
+            with pytest.raises(InputError, match="not in this build"):
+                weights_path(name)
+    with pytest.raises(InputError, match="unknown model"):
+        weights_path("indor")
+    with pytest.raises(MissingFileError, match="model checkpoint not found"):
+        weights_path(tmp_path / "none.pt")
+    vit = tmp_path / "vit.pt"
+    save_checkpoint(vit, "vit", {"w": torch.zeros(1)}, config={})
+    with pytest.raises(InputError, match="not a registration model"):
+        load_model(vit)
