@@ -122,6 +122,19 @@ def _cmd_vit(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_detr(args: argparse.Namespace) -> int:
+    import json
+
+    from pcreg._compose import compose
+    from pcreg.config import DetrExperimentConfig, from_dict
+    from pcreg.engine.detection import evaluate_detr, train_detr
+
+    cfg = from_dict(DetrExperimentConfig, compose("detr", args.overrides))
+    metrics = train_detr(cfg) if args.action == "train" else evaluate_detr(cfg)
+    sys.stdout.write(json.dumps(metrics) + "\n")
+    return 0
+
+
 def _cmd_train(args: argparse.Namespace) -> int:
     import json
 
@@ -299,6 +312,14 @@ def build_parser() -> argparse.ArgumentParser:
         _cmd_vit,
         "train / evaluate the ViT classifier on the digits images",
         "e.g. `pcreg vit train experiment=vit_digits train.lr=1e-3`.",
+        positional=("action", ["train", "evaluate"]),
+    )
+    _hydra_subcommand(
+        sub,
+        "detr",
+        _cmd_detr,
+        "train / evaluate the DETR detector (COCO format; synthetic shapes by default)",
+        "e.g. `pcreg detr train experiment=detr_shapes train.epochs=10`.",
         positional=("action", ["train", "evaluate"]),
     )
     _hydra_subcommand(

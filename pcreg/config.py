@@ -151,6 +151,73 @@ class ViTExperimentConfig:
     rollout_images: int = 12
 
 
+# --------------------------------------------------------------------------- DETR (shapes)
+from pcreg.models.detr.detr import DetrConfig  # noqa: E402
+
+
+@dataclasses.dataclass
+class ShapesGenerateConfig:
+    """Write the synthetic shapes (``pcreg.data.vision.shapes``) when the data is missing:
+    the train split from ``seed``, the validation split from ``seed + 1``."""
+
+    train_images: int = 6000
+    val_images: int = 500
+    seed: int = 0
+
+
+@dataclasses.dataclass
+class DetectionDataConfig:
+    """COCO layout: ``root/<split>/`` images and ``root/annotations/<split>.json``."""
+
+    root: str = "outputs/data/shapes"
+    train_split: str = "train"
+    val_split: str = "val"
+    generate: ShapesGenerateConfig | None = None
+
+
+@dataclasses.dataclass
+class DetectionLossConfig:
+    """Matching costs and loss weights (DETR: class 1, L1 5, GIoU 2; no-object weight 0.1)."""
+
+    cost_class: float = 1.0
+    cost_bbox: float = 5.0
+    cost_giou: float = 2.0
+    weight_ce: float = 1.0
+    weight_bbox: float = 5.0
+    weight_giou: float = 2.0
+    eos_coef: float = 0.1
+
+
+@dataclasses.dataclass
+class DetectionTrainConfig:
+    """AdamW, one 10x learning-rate drop at ``lr_drop_fraction`` of training, clipping."""
+
+    epochs: int = 30
+    batch_size: int = 16
+    lr: float = 2e-4
+    lr_backbone: float = 2e-4
+    weight_decay: float = 1e-4
+    lr_drop_fraction: float = 0.8
+    grad_clip: float = 0.1
+    seed: int = 0
+    num_threads: int = 0
+    eval_every: int = 5
+    eval_limit: int | None = 100
+
+
+@dataclasses.dataclass
+class DetrExperimentConfig:
+    """``pcreg detr train|evaluate``."""
+
+    model: DetrConfig = dataclasses.field(default_factory=DetrConfig)
+    data: DetectionDataConfig = dataclasses.field(default_factory=DetectionDataConfig)
+    loss: DetectionLossConfig = dataclasses.field(default_factory=DetectionLossConfig)
+    train: DetectionTrainConfig = dataclasses.field(default_factory=DetectionTrainConfig)
+    out_dir: str = "outputs/detr"
+    overwrite: bool = False
+    checkpoint: str | None = None
+
+
 # --------------------------------------------------------------------------- evaluate
 @dataclasses.dataclass
 class EvalDatasetConfig:
