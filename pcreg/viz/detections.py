@@ -33,6 +33,7 @@ def save_detections_png(
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib import patheffects
     from matplotlib.patches import Rectangle
 
     from pcreg.data.vision.coco import MEAN, STD
@@ -60,8 +61,10 @@ def save_detections_png(
                     continue
                 cx, cy, bw, bh = (float(v) for v in boxes[k])
                 color = _COLORS[int(labs[k]) % len(_COLORS)]
-                ax.add_patch(Rectangle(((cx - bw / 2) * w - 0.5, (cy - bh / 2) * h - 0.5),
-                                       bw * w, bh * h, fill=False, ec=color, lw=1.5))  # fmt: skip
+                rect = Rectangle(((cx - bw / 2) * w - 0.5, (cy - bh / 2) * h - 0.5), bw * w,
+                                 bh * h, fill=False, ec=color, lw=1.5)  # fmt: skip
+                rect.set_path_effects([patheffects.withStroke(linewidth=3, foreground="white")])
+                ax.add_patch(rect)
                 text = names[int(labs[k])][:4] + ("" if sc is None else f" {float(sc[k]):.2f}")
                 ax.text((cx - bw / 2) * w, (cy - bh / 2) * h - 1, text, color=color, fontsize=6)
     fig.suptitle(f"ground truth (top) and DETR detections with score >= {threshold} (bottom)")

@@ -45,7 +45,9 @@ def save_training_curves_png(
     fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4), squeeze=False)
     for ax, group in zip(axes[0], panels, strict=False):
         for key in group:
-            ax.plot(x, np.asarray(history[key]), label=key, marker="." if len(x) < 30 else None)
+            y = np.asarray(history[key], dtype=float)
+            keep = np.isfinite(y)  # keys measured only now and then (NaN elsewhere) still join up
+            ax.plot(x[keep], y[keep], label=key, marker="." if keep.sum() < 30 else None)
         ax.set_xlabel(x_key)
         ax.grid(alpha=0.3)
         ax.legend()
