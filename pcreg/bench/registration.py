@@ -200,9 +200,18 @@ def format_registration_table(outcomes: list[Outcome], command: str, note: str =
         lines.append(f"| {grp} | {n} | " + " | ".join(cells) + " |")
     from pcreg.bench.report import machine_description
 
+    head = (
+        "## Registration success: pcreg models vs FPFH + RANSAC + ICP\n\n"
+        "Success: indoor RMSE <= 0.2 m (3DMatch registration recall), outdoor RRE < 2 deg and "
+        "RTE < 0.3 m. Real pairs: the source first moved by a random motion (indoor: uniform "
+        "rotation, translation <= 1 m; outdoor: any yaw, horizontal shift <= 10 m). Synthetic: "
+        "validation pairs (never trained on) under the same kind of motion. FPFH + RANSAC at "
+        '5 cm / 0.3 m voxels with point-to-plane ICP at the same voxel. "n/a": no model for '
+        "that setting in the run.\n\n"
+    )
     text = "\n".join(lines)
     footer = f"\n\nMeasured with `{command}` on {machine_description()}."
-    return text + footer + (f"\n{note}" if note else "")
+    return head + text + footer + (f"\n{note}" if note else "")
 
 
 def default_methods(models: dict[str, str], icp: bool = True) -> dict[str, Method]:

@@ -1,0 +1,63 @@
+"""The registration benchmark's success criteria, motions and table."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from pcreg.bench.registration import (
+    Case,
+    Outcome,
+    _motion,
+    format_registration_table,
+    is_success,
+    run_cases,
+)
+
+
+def _case(setting: str) -> Case:
+    rng = np.random.default_rng(0)
+    src = rng.normal(size=(200, 3)).astype(np.float32)
+    return Case("g", setting, src, src, np.eye(4))
+
+
+def test_success_criteria_follow_the_protocols():
+    indoor, outdoor = _case("indoor"), _case("outdoor")
+    est = np.eye(4)
+    est[0, 3] = 0.19  # 19 cm everywhere: RMSE 0.19 m
+    assert is_success(indoor, est)[0]
+    est[0, 3] = 0.21
+    assert not is_success(indoor, est)[0]
+    est[0, 3] = 0.29
+    assert is_success(outdoor, est)[0] and not is_success(outdoor, est @ _rot_z(2.5))[0]
+    ok, rre, rte, rmse = is_success(outdoor, _rot_z(1.5))
+    assert ok and rre == pytest.approx(1.5) and rte == 0.0 and rmse > 0
+
+
+def _rot_z(deg: float) -> np.ndarray:
+    t = np.eye(4)
+    c, s = np.cos(np.radians(deg)), np.sin(np.radians(deg))
+    t[:2, :2] = [[c, -s], [s, c]]
+    return t
+
+
+def test_outdoor_motions_are_yaw_and_horizontal_shift():
+    g = torch.Generator().manual_seed(0)
+    for _ in range(50):
+        m = _motion("outdoor", g)
+        assert np.allclose(m[2], [0, 0, 1, 0]) and np.hypot(*m[:2, 3]) <= 10.0
+        assert np.allclose(m[:3, :3] @ m[:3, :3].T, np.eye(3))
+
+
+def test_table_marks_missing_methods_and_counts():
+    cases = [_case("indoor"), _case("outdoor")]
+    methods = {
+        "exact": lambda s, r, setting: np.eye(4),
+        "indoor only": lambda s, r, setting: np.eye(4) if setting == "indoor" else None,
+    }
+    cases[1].group = "h"
+    outcomes = run_cases(cases, methods)
+    assert len(outcomes) == 3 and all(isinstance(o, Outcome) and o.success for o in outcomes)
+    table = format_registration_table(outcomes, "cmd")
+    assert "| g | 1 | 100% (1/1)" in table and "| h | 1 | 100% (1/1)" in table and "n/a" in table
