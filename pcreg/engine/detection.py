@@ -75,8 +75,11 @@ def predictions_to_coco(outputs: dict, targets: list[dict], categories: list[int
     return results
 
 
-def coco_evaluate(ann_file: Path, results: list[dict]) -> dict[str, float]:
-    """pycocotools COCOeval (bbox): the 12 standard numbers; ``mAP`` = AP@[.5:.95], ``AP50``."""
+def coco_evaluate(
+    ann_file: Path, results: list[dict], image_ids: list[int] | None = None
+) -> dict[str, float]:
+    """pycocotools COCOeval (bbox): the 12 standard numbers; ``mAP`` = AP@[.5:.95], ``AP50``.
+    ``image_ids`` restricts it to those images (quick checks on a subset during training)."""
     from pycocotools.coco import COCO
     from pycocotools.cocoeval import COCOeval
 
@@ -84,6 +87,8 @@ def coco_evaluate(ann_file: Path, results: list[dict]) -> dict[str, float]:
         gt = COCO(str(ann_file))
         dt = gt.loadRes(results) if results else COCO()
         ev = COCOeval(gt, dt, "bbox")
+        if image_ids is not None:
+            ev.params.imgIds = sorted(image_ids)
         ev.evaluate()
         ev.accumulate()
         ev.summarize()
@@ -180,7 +185,8 @@ def train_detr(cfg: DetrExperimentConfig) -> dict[str, Any]:
         history["train_loss"].append(float(np.mean(losses)))
         if t.eval_every > 0 and (epoch + 1) % t.eval_every == 0 and epoch + 1 < t.epochs:
             results, _ = _evaluate(model, val_ds, t.batch_size, t.eval_limit)
-            ap = coco_evaluate_subset(val_ds, results)
+            ids = {r["image_id"] for r in results}
+            ap = coco_evaluate(val_ds.ann_file, results, image_ids=list(ids))
             logger.info("epoch %d: loss %.3f, val AP50 %.3f, mAP %.3f (%d images)", epoch + 1,
                         history["train_loss"][-1], ap["AP50"], ap["mAP"], t.eval_limit)  # fmt: skip
         else:
@@ -206,22 +212,6 @@ def train_detr(cfg: DetrExperimentConfig) -> dict[str, Any]:
     save_detections_png(out / "predictions.png", *shown, names=_names(val_ds),
                         overwrite=cfg.overwrite)  # fmt: skip
     return metrics
-
-
-def coco_evaluate_subset(ds: CocoDetection, results: list[dict]) -> dict[str, float]:
-    """COCOeval restricted to the images that have results (quick mid-training checks)."""
-    from pycocotools.coco import COCO
-    from pycocotools.cocoeval import COCOeval
-
-    ids = sorted({r["image_id"] for r in results})
-    with contextlib.redirect_stdout(io.StringIO()):
-        gt = COCO(str(ds.ann_file))
-        ev = COCOeval(gt, gt.loadRes(results), "bbox")
-        ev.params.imgIds = ids
-        ev.evaluate()
-        ev.accumulate()
-        ev.summarize()
-    return {"mAP": float(ev.stats[0]), "AP50": float(ev.stats[1])}
 
 
 def _names(ds: CocoDetection) -> list[str]:

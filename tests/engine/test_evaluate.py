@@ -11,8 +11,7 @@ import pytest
 from pcreg.cli import main
 from pcreg.data.threedmatch import PairRecord
 from pcreg.engine.evaluate import evaluate_pairs
-from pcreg.engine.inference import Prediction, Registrar, save_model_checkpoint
-from pcreg.models.geotransformer import GeoTransformer, threedmatch_config
+from pcreg.engine.inference import Prediction, Registrar
 
 
 def _rot_z(deg):
@@ -81,24 +80,13 @@ def test_known_errors_give_known_scores(rng):
     assert [p["registered"] for p in kitti["pairs"]] == [True, True, False, True]
 
 
-def test_cli_runs_a_checkpoint_over_a_written_dataset(tmp_path, capsys):
+def test_cli_runs_a_checkpoint_over_a_written_dataset(tmp_path, capsys, tiny_checkpoint):
     from pcreg.data.synthetic.writer import write_indoor_dataset
 
     write_indoor_dataset(tmp_path / "ds", "val", num_scenes=1, seed=21)
-    cfg = threedmatch_config(
-        voxel_size=0.05,
-        init_dim=16,
-        group_norm=8,
-        hidden_dim=32,
-        coarse_dim=32,
-        output_dim=32,
-        num_points_in_patch=16,
-        sinkhorn_iterations=10,
-        neighbor_limits=(20, 20, 20, 20),
-    )
-    ckpt = save_model_checkpoint(tmp_path / "m.pt", GeoTransformer(cfg))
+    ckpt = tiny_checkpoint
     reg = Registrar.from_checkpoint(ckpt)
-    assert reg.config == cfg
+    assert reg.config.voxel_size == 0.05 and reg.config.hidden_dim == 32
     args = [
         "evaluate",
         f"checkpoint={ckpt}",
