@@ -45,3 +45,16 @@ def test_detr_cli_trains_writes_outputs_and_evaluates(tmp_path, capsys):
     assert again["mAP"] == pytest.approx(metrics["mAP"]) and again["val_images"] == 8
     assert len(CocoDetection(tmp_path / "data/val", tmp_path / "data/annotations/val.json")) == 8
     assert main(["detr", "train", *args]) == 2  # outputs exist: refused without overwrite
+
+
+@pytest.mark.slow
+def test_detr_shapes_recipe_reaches_ap50_08_map_05_within_an_hour(tmp_path):
+    """The shipped experiment end to end (~55 min on 2 CPU cores; opt-in with -m slow)."""
+    out = tmp_path / "detr"
+    args = ["detr", "train", "experiment=detr_shapes", f"out_dir={out}",
+            f"data.root={tmp_path / 'shapes'}"]  # fmt: skip
+    assert main(args) == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["val_images"] >= 500
+    assert metrics["AP50"] >= 0.8 and metrics["mAP"] >= 0.5
+    assert metrics["train_time_s"] <= 3600
