@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -88,28 +89,39 @@ class Registrar:
     def config(self) -> GeoTransformerConfig:
         return self.model.config
 
-    @torch.no_grad()
     def __call__(self, ref: np.ndarray, src: np.ndarray) -> Prediction:
+        """Register one pair: ``ref (M, 3)``, ``src (N, 3)`` in metres."""
+        return self.batch([(ref, src)])[0]
+
+    @torch.no_grad()
+    def batch(self, pairs: Sequence[tuple[np.ndarray, np.ndarray]]) -> list[Prediction]:
+        """Register several ``(ref, src)`` pairs in one forward pass (one pyramid over all
+        clouds). Each prediction's ``time_s`` is the whole batch's wall time."""
+        if not pairs:
+            return []
         cfg = self.config
         start = time.perf_counter()
         batch = collate_pairs(
-            [torch.as_tensor(np.asarray(ref, np.float32))],
-            [torch.as_tensor(np.asarray(src, np.float32))],
+            [torch.as_tensor(np.asarray(r, np.float32)) for r, _ in pairs],
+            [torch.as_tensor(np.asarray(s, np.float32)) for _, s in pairs],
             voxel_size=cfg.voxel_size,
             num_stages=cfg.num_stages,
             search_radius=cfg.search_radius,
             neighbor_limits=cfg.neighbor_limits,
             backend=self.backend,
         ).to(self.device)
-        out = self.model(batch.pyramid, batch.feats, 1)
+        out = self.model(batch.pyramid, batch.feats, len(pairs))
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
         elapsed = time.perf_counter() - start
         f64 = lambda t: t.detach().cpu().double().numpy()  # noqa: E731
-        return Prediction(
-            f64(out.transform[0]),
-            f64(out.ref_corr_points[0]),
-            f64(out.src_corr_points[0]),
-            f64(out.corr_scores[0]),
-            elapsed,
-        )
+        return [
+            Prediction(
+                f64(out.transform[i]),
+                f64(out.ref_corr_points[i]),
+                f64(out.src_corr_points[i]),
+                f64(out.corr_scores[i]),
+                elapsed,
+            )
+            for i in range(len(pairs))
+        ]
