@@ -33,6 +33,8 @@ def _cmd_benchmark(args: argparse.Namespace) -> int:
 
     if args.registration:
         return _benchmark_registration(args)
+    if args.pipeline:
+        return _benchmark_pipeline(args)
     if args.model:
         from pcreg.bench.model import benchmark_model, format_model_table
         from pcreg.errors import MissingFileError
@@ -55,6 +57,26 @@ def _cmd_benchmark(args: argparse.Namespace) -> int:
     if args.output is not None:
         replace_section(args.output, "neighbors", table)
         logger.info("wrote the neighbor table into %s", args.output)
+    return 0
+
+
+def _benchmark_pipeline(args: argparse.Namespace) -> int:
+    from pcreg.bench.pipeline import benchmark_pipeline, format_pipeline_tables
+    from pcreg.bench.report import replace_section
+    from pcreg.errors import MissingFileError
+
+    if not args.shared_data.is_dir():
+        raise MissingFileError(args.shared_data, "the pipeline benchmark needs the real pairs")
+    models = {
+        setting: value
+        for setting, value in (("indoor", args.indoor_model), ("outdoor", args.outdoor_model))
+        if value != "none"
+    }
+    results = benchmark_pipeline(args.shared_data, models, runs=args.runs)
+    table = format_pipeline_tables(results, "pcreg " + " ".join(args.argv))
+    sys.stdout.write(table + "\n")
+    if args.output is not None:
+        replace_section(args.output, "pipeline", table)
     return 0
 
 
@@ -255,6 +277,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--registration",
         action="store_true",
         help="success rates of the shipped models vs FPFH+RANSAC (real + synthetic pairs)",
+    )
+    bench.add_argument(
+        "--pipeline",
+        action="store_true",
+        help="end-to-end latency, peak memory and batch throughput vs FPFH+RANSAC (real pairs)",
     )
     bench.add_argument("--draws", type=int, default=10, help="random motions per real pair")
     bench.add_argument("--indoor-model", default="indoor", help="name, PATH or none")

@@ -1,0 +1,64 @@
+"""Pipeline benchmark: the real pairs it finds, one in-process latency measurement, the table."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+import pytest
+
+from pcreg.bench.pipeline import _latency_worker, format_pipeline_tables, pipeline_pairs
+
+
+def test_finds_the_four_real_pairs_with_their_settings(shared_data):
+    pairs = pipeline_pairs(shared_data)
+    assert [(p.name, p.setting) for p in pairs] == [
+        ("3DMatch 0<-6", "indoor"),
+        ("3DMatch 0<-5", "indoor"),
+        ("KITTI 95<-94", "outdoor"),
+        ("KITTI 199<-198", "outdoor"),
+    ]
+
+
+def test_latency_worker_times_and_scores_fpfh_on_a_real_pair(shared_data):
+    pair = pipeline_pairs(shared_data)[1]
+    r = _latency_worker(asdict(pair), "fpfh-ransac", "indoor", False, 2)
+    assert len(r["runs_s"]) == 2 and r["median_s"] > 0 and r["cold_s"] > 0
+    assert r["points"] == [19084, 18977]
+    assert r["rmse_m"] <= 0.2 and r["rre_deg"] < 5  # FPFH + RANSAC registers this pair
+    assert r["peak_mib"] > 100
+
+
+def _row(pair, setting, method, icp, median, rre, rte, rmse, model="indoor"):
+    return {"pair": pair, "setting": setting, "method": method, "model": model, "icp": icp,
+            "median_s": median, "cold_s": median + 1, "points": [10, 20], "rre_deg": rre,
+            "rte_m": rte, "rmse_m": rmse, "peak_mib": 300.0,
+            "stages": {"total": median, "register": median - 0.1, "forward": median - 0.3,
+                       "backbone": 0.2, "transformer": 0.1, "optimal_transport": 0.05}}  # fmt: skip
+
+
+def test_table_ratios_success_and_stage_split():
+    results = {
+        "runs": 5,
+        "rows": [
+            _row("A", "indoor", "geotransformer", False, 1.5, 1.0, 0.05, 0.25, "/x/indoor.pt"),
+            _row("A", "indoor", "fpfh-ransac", False, 0.5, 2.0, 0.04, 0.05),
+            _row("K", "outdoor", "fpfh-ransac", True, 2.0, 1.9, 0.29, 0.3),
+        ],
+        "throughput": {"indoor": {"model": "/x/indoor.pt", "batch1_pairs_per_s": 1.0,
+                                  "batch4_pairs_per_s": 1.6, "peak_mib_batch1": 900,
+                                  "peak_mib_batch4": 1800}},  # fmt: skip
+    }
+    text = format_pipeline_tables(results, "pcreg benchmark --pipeline")
+    lines = text.splitlines()
+    net = next(x for x in lines if x.startswith("| A |") and "indoor.pt" in x and "10, 20" in x)
+    assert "| 1.50 | 2.50 | 3.00x |" in net and net.endswith("| 0.250 | no | 300 |")
+    fpfh = next(x for x in lines if x.startswith("| A |") and "FPFH + RANSAC |" in x)
+    assert "| 1.00x |" in fpfh and "| yes |" in fpfh
+    kitti = next(x for x in lines if x.startswith("| K |"))
+    assert "FPFH + RANSAC + ICP" in kitti and "| nan" in kitti and "| yes |" in kitti
+    split = next(x for x in lines if x.startswith("| A | `indoor.pt` |"))
+    # read 0.1, preprocess 0.2, backbone 0.2, transformer 0.1, OT 0.05, rest 1.2-0.35
+    assert split == "| A | `indoor.pt` | 0.100 | 0.200 | 0.200 | 0.100 | 0.050 | 0.850 | 1.500 |"
+    assert "| indoor | `indoor.pt` | 1.00 | 1.60 | 1.60x | 900, 1800 |" in text
+    with pytest.raises(KeyError):
+        format_pipeline_tables({"runs": 1, "rows": [{"pair": "x"}], "throughput": {}}, "c")
