@@ -6,11 +6,12 @@ from dataclasses import asdict
 
 import pytest
 
-from pcreg.bench.pipeline import _latency_worker, format_pipeline_tables, pipeline_pairs
+from pcreg.bench.pipeline import _latency_worker, format_pipeline_tables
+from pcreg.bench.real_pairs import real_pairs
 
 
 def test_finds_the_four_real_pairs_with_their_settings(shared_data):
-    pairs = pipeline_pairs(shared_data)
+    pairs = real_pairs(shared_data)
     assert [(p.name, p.setting) for p in pairs] == [
         ("3DMatch 0<-6", "indoor"),
         ("3DMatch 0<-5", "indoor"),
@@ -20,7 +21,7 @@ def test_finds_the_four_real_pairs_with_their_settings(shared_data):
 
 
 def test_latency_worker_times_and_scores_fpfh_on_a_real_pair(shared_data):
-    pair = pipeline_pairs(shared_data)[1]
+    pair = real_pairs(shared_data)[1]
     r = _latency_worker(asdict(pair), "fpfh-ransac", "indoor", False, 2)
     assert len(r["runs_s"]) == 2 and r["median_s"] > 0 and r["cold_s"] > 0
     assert r["points"] == [19084, 18977]
@@ -44,9 +45,15 @@ def test_table_ratios_success_and_stage_split():
             _row("A", "indoor", "fpfh-ransac", False, 0.5, 2.0, 0.04, 0.05),
             _row("K", "outdoor", "fpfh-ransac", True, 2.0, 1.9, 0.29, 0.3),
         ],
-        "throughput": {"indoor": {"model": "/x/indoor.pt", "batch1_pairs_per_s": 1.0,
-                                  "batch4_pairs_per_s": 1.6, "peak_mib_batch1": 900,
-                                  "peak_mib_batch4": 1800}},  # fmt: skip
+        "throughput": {
+            "indoor": {
+                "model": "/x/indoor.pt",
+                "batch1_pairs_per_s": 1.0,
+                "batch4_pairs_per_s": 1.6,
+                "peak_mib_batch1": 900,
+                "peak_mib_batch4": 1800,
+            }
+        },
     }
     text = format_pipeline_tables(results, "pcreg benchmark --pipeline")
     lines = text.splitlines()

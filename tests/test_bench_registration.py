@@ -12,6 +12,7 @@ from pcreg.bench.registration import (
     _motion,
     format_registration_table,
     is_success,
+    real_cases,
     run_cases,
 )
 
@@ -61,3 +62,20 @@ def test_table_marks_missing_methods_and_counts():
     assert len(outcomes) == 3 and all(isinstance(o, Outcome) and o.success for o in outcomes)
     table = format_registration_table(outcomes, "cmd")
     assert "| g | 1 | 100% (1/1)" in table and "| h | 1 | 100% (1/1)" in table and "n/a" in table
+
+
+def test_real_cases_move_the_source_and_keep_the_ground_truth_consistent(shared_data):
+    from pcreg.bench.real_pairs import real_pairs
+    from pcreg.io import read_points
+
+    pairs = real_pairs(shared_data)
+    cases = real_cases(shared_data, draws=2)
+    assert [c.group for c in cases] == [p.name for p in pairs for _ in range(2)]
+    for pair, case in zip([p for p in pairs for _ in range(2)], cases, strict=True):
+        src = read_points(pair.src).astype(np.float64)
+        gt = np.asarray(pair.gt)
+        # the moved source, carried by the case's truth, lands where the original truth puts it
+        moved = case.src.astype(np.float64) @ case.gt[:3, :3].T + case.gt[:3, 3]
+        expected = src @ gt[:3, :3].T + gt[:3, 3]
+        assert np.abs(moved - expected).max() < 1e-3
+        assert np.abs(case.src - src).max() > 0.01  # it really was moved

@@ -23,63 +23,18 @@ import statistics
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
 
-__all__ = [
-    "PipelinePair",
-    "benchmark_pipeline",
-    "format_pipeline_tables",
-    "pipeline_pairs",
-]
+from pcreg.bench.real_pairs import RealPair, real_pairs
+
+__all__ = ["benchmark_pipeline", "format_pipeline_tables"]
 
 logger = logging.getLogger(__name__)
 
 FPFH = "fpfh-ransac"
-
-
-@dataclass
-class PipelinePair:
-    """A real pair on disk: ``gt`` is ``T_ref_src`` (4, 4) as nested lists."""
-
-    name: str
-    setting: str  # "indoor" | "outdoor"
-    src: str
-    ref: str
-    gt: list
-
-
-def pipeline_pairs(shared_data: Path) -> list[PipelinePair]:
-    """The real 3DMatch (redkitchen 0<-6, 0<-5) and KITTI (95<-94, 199<-198) pairs that exist
-    under ``shared_data``, as file paths (their reading is part of the timing)."""
-    pairs = []
-    demo = shared_data / "geotransformer_repo" / "demo"
-    if demo.is_dir():
-        gt = np.load(demo / "gt.npy").tolist()
-        pairs.append(
-            PipelinePair("3DMatch 0<-6", "indoor", str(demo / "src.npy"), str(demo / "ref.npy"), gt)
-        )
-    frags = shared_data / "regtr_3dmatch_fragments"
-    if frags.is_dir():
-        meta = json.loads((frags / "pairs.json").read_text())["pairs"][0]
-        pairs.append(
-            PipelinePair(
-                f"3DMatch {meta['ref_frag']}<-{meta['src_frag']}", "indoor",
-                str(frags / meta["src_file"]), str(frags / meta["ref_file"]),
-                meta["T_ref_from_src_gtlog"],
-            )
-        )  # fmt: skip
-    kitti = shared_data / "kitti00_scancontext"
-    if kitti.is_dir():
-        for p in json.loads((kitti / "pairs.json").read_text())["pairs"][:2]:
-            name = f"KITTI {int(p['ref_file'][:6])}<-{int(p['src_file'][:6])}"
-            pairs.append(
-                PipelinePair(name, "outdoor", str(kitti / p["src_file"]),
-                             str(kitti / p["ref_file"]), p["T_ref_from_src"])
-            )  # fmt: skip
-    return pairs
 
 
 # ----------------------------------------------------------------------------- subprocesses
@@ -120,7 +75,7 @@ def _latency_worker(pair: dict, method: str, model: str, icp: bool, runs: int) -
     from pcreg.api import _cached_model, register
     from pcreg.io import read_points
 
-    p = PipelinePair(**pair)
+    p = RealPair(**pair)
     stages = None
     if method == "geotransformer":
         net = _cached_model(model, "cpu").model
@@ -210,7 +165,7 @@ def benchmark_pipeline(
     """
     from tqdm.auto import tqdm
 
-    pairs = pipeline_pairs(shared_data)
+    pairs = real_pairs(shared_data)
     jobs = []
     for pair in pairs:
         if pair.setting in models:
@@ -256,7 +211,7 @@ def format_pipeline_tables(results: dict, command: str) -> str:
         f"Machine: {machine_description()}.",
         "Time = `pcreg.register(src_file, ref_file, ...)`: reading both files, input checks, "
         "voxelisation, registration and (where named) ICP. Each row in a fresh process: "
-        f"\"cold\" = the first call (loads the model), then the median of {results['runs']} "
+        f'"cold" = the first call (loads the model), then the median of {results["runs"]} '
         "calls; peak RSS of that process. Ratios: this row's median over FPFH + RANSAC's on "
         "the same pair in the same run. FPFH + RANSAC: Open3D, 5 cm (indoor) / 0.3 m (outdoor) "
         "voxels, mutual filter off, 100k iterations, confidence 0.999; ICP point-to-plane at "
@@ -269,9 +224,7 @@ def format_pipeline_tables(results: dict, command: str) -> str:
         "RTE m | RMSE m | success | peak RSS MiB |",
         "|---|---|---|---:|---:|---:|---:|---:|---:|---|---:|",
     ]
-    ref_time = {
-        r["pair"]: r["median_s"] for r in rows if r["method"] == FPFH and not r["icp"]
-    }
+    ref_time = {r["pair"]: r["median_s"] for r in rows if r["method"] == FPFH and not r["icp"]}
     for r in rows:
         ratio = r["median_s"] / ref_time[r["pair"]] if r["pair"] in ref_time else float("nan")
         lines.append(

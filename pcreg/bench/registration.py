@@ -15,7 +15,6 @@ GeoTransformer / PREDATOR). Cases:
 
 from __future__ import annotations
 
-import json
 import logging
 import statistics
 import time
@@ -93,37 +92,15 @@ def _moved(group, setting, src, ref, gt, g) -> Case:
 
 def real_cases(shared_data: Path, draws: int = 10, seed: int = 0) -> list[Case]:
     """The four real pairs of ``../shared/data``, each under ``draws`` random initial motions."""
-    from pcreg.io import read_points, read_transform
+    from pcreg.bench.real_pairs import real_pairs
+    from pcreg.io import read_points
 
     g = torch.Generator().manual_seed(seed)
     cases = []
-    demo = shared_data / "geotransformer_repo" / "demo"
-    frags = shared_data / "regtr_3dmatch_fragments"
-    kitti = shared_data / "kitti00_scancontext"
-    pairs = []
-    if demo.is_dir():
-        pairs.append(
-            ("3DMatch 0<-6", "indoor", read_points(demo / "src.npy"), read_points(demo / "ref.npy"),
-             read_transform(demo / "gt.npy"))
-        )  # fmt: skip
-    if frags.is_dir():
-        meta = json.loads((frags / "pairs.json").read_text())["pairs"][0]
-        pairs.append(
-            (f"3DMatch {meta['ref_frag']}<-{meta['src_frag']}", "indoor",
-             read_points(frags / meta["src_file"]), read_points(frags / meta["ref_file"]),
-             np.asarray(meta["T_ref_from_src_gtlog"]))
-        )  # fmt: skip
-    if kitti.is_dir():
-        meta = json.loads((kitti / "pairs.json").read_text())["pairs"]
-        for p in meta[:2]:
-            name = f"KITTI {int(p['ref_file'][:6])}<-{int(p['src_file'][:6])}"
-            pairs.append(
-                (name, "outdoor", read_points(kitti / p["src_file"]),
-                 read_points(kitti / p["ref_file"]), np.asarray(p["T_ref_from_src"]))
-            )  # fmt: skip
-    for group, setting, src, ref, gt in pairs:
+    for p in real_pairs(shared_data):
+        src, ref = read_points(p.src), read_points(p.ref)
         for _ in range(draws):
-            cases.append(_moved(group, setting, src, ref, gt, g))
+            cases.append(_moved(p.name, p.setting, src, ref, np.asarray(p.gt), g))
     return cases
 
 
