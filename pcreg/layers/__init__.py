@@ -14,6 +14,7 @@ from pcreg.layers.position import (
     SinusoidalEncoding,
     sine_encoding_2d,
     sinusoidal_encoding,
+    sinusoidal_linear,
 )
 from pcreg.layers.transformer import TransformerDecoderLayer, TransformerLayer
 
@@ -35,4 +36,5 @@ __all__ = [
     "scaled_dot_product",
     "sine_encoding_2d",
     "sinusoidal_encoding",
+    "sinusoidal_linear",
 ]

@@ -25,19 +25,24 @@ def count_parameters(module: nn.Module, trainable_only: bool = False) -> int:
     return total
 
 
-def attention_macs(n: int, d: int, m: int | None = None, pos_dim: int | None = None) -> int:
+def attention_macs(
+    n: int, d: int, m: int | None = None, pos_dim: int | None = None, heads: int = 1
+) -> int:
     """Multiply-adds of one multi-head attention over ``n`` queries and ``m`` keys (``m = n``
-    for self-attention) at width ``d`` (independent of the number of heads).
+    for self-attention) at width ``d``.
 
     projections q, out: ``2 n d²``; k, v: ``2 m d²``; scores q kᵀ and the weighted value sum:
     ``2 n m d``. For self-attention that is the familiar ``4 n d² + 2 n² d``. With a relative
-    pair embedding of width ``pos_dim`` (GeoTransformer), add ``n m pos_dim d`` for projecting
-    it and ``n m d`` for the q·r term. Biases, softmax and normalisation are not counted.
+    pair embedding of width ``pos_dim`` (GeoTransformer) over ``heads`` heads, add the q·r term
+    as :class:`~pcreg.layers.RelativePositionAttention` computes it: ``n d pos_dim`` to take
+    each query back through the pair projection, ``n m heads pos_dim`` for its dot products
+    with the pair embeddings, ``n d`` for the projection's bias (projecting every pair first
+    would cost ``n m pos_dim d``). Other biases, softmax and normalisation are not counted.
     """
     m = n if m is None else m
     macs = 2 * n * d * d + 2 * m * d * d + 2 * n * m * d
     if pos_dim is not None:
-        macs += n * m * pos_dim * d + n * m * d
+        macs += n * d * pos_dim + n * m * heads * pos_dim + n * d
     return macs
 
 
@@ -61,7 +66,7 @@ def layer_cost(layer: nn.Module, n: int, m: int | None = None) -> LayerCost:
     attn = layer.attn if isinstance(layer, TransformerLayer) else layer
     if isinstance(attn, RelativePositionAttention):
         d = attn.embed_dim
-        a = attention_macs(n, d, m, pos_dim=attn.p_proj.in_features)
+        a = attention_macs(n, d, m, pos_dim=attn.p_proj.in_features, heads=attn.num_heads)
     elif isinstance(attn, MultiHeadAttention):
         d = attn.embed_dim
         kd, vd = attn.k_proj.in_features, attn.v_proj.in_features

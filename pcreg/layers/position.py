@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 __all__ = [
@@ -12,6 +13,7 @@ __all__ = [
     "SinusoidalEncoding",
     "sine_encoding_2d",
     "sinusoidal_encoding",
+    "sinusoidal_linear",
 ]
 
 
@@ -30,10 +32,35 @@ def sinusoidal_encoding(positions: Tensor, dim: int, temperature: float = 10000.
         raise ValueError(f"sinusoidal encoding width must be even, got {dim}")
     if not positions.is_floating_point():
         positions = positions.float()
-    i2 = torch.arange(0, dim, 2, device=positions.device, dtype=positions.dtype)
-    inv_freq = torch.exp(-math.log(temperature) * i2 / dim)  # T^(-2i/d)
-    angles = positions[..., None] * inv_freq  # (..., d/2)
+    angles = positions[..., None] * _inverse_frequencies(dim, temperature, positions)
     return torch.stack([angles.sin(), angles.cos()], dim=-1).flatten(-2)
+
+
+def _inverse_frequencies(dim: int, temperature: float, like: Tensor) -> Tensor:
+    """``T^(-2i/d)`` for i < d/2, ``(d/2,)`` on the device / dtype of ``like``."""
+    i2 = torch.arange(0, dim, 2, device=like.device, dtype=like.dtype)
+    return torch.exp(-math.log(temperature) * i2 / dim)
+
+
+def sinusoidal_linear(positions: Tensor, linear: nn.Linear, temperature: float = 10000.0) -> Tensor:
+    """``linear(sinusoidal_encoding(positions, linear.in_features))`` without building the
+    interleaved ``(..., d)`` encoding: the sin and cos halves each meet their own columns of the
+    weight (two GEMMs of depth d/2). Same value up to float rounding; for the big pair
+    embeddings of the geometric transformer the skipped interleave copy is a third of the time.
+
+    Args:
+        positions: float ``(...)``. linear: ``nn.Linear`` whose ``in_features`` is even.
+    Returns:
+        ``(..., linear.out_features)``.
+    """
+    dim = linear.in_features
+    if dim % 2:
+        raise ValueError(f"sinusoidal encoding width must be even, got {dim}")
+    if not positions.is_floating_point():
+        positions = positions.float()
+    angles = positions[..., None] * _inverse_frequencies(dim, temperature, positions)
+    out = F.linear(angles.sin(), linear.weight[:, 0::2], linear.bias)
+    return out + F.linear(angles.cos(), linear.weight[:, 1::2])
 
 
 class SinusoidalEncoding(nn.Module):

@@ -171,3 +171,19 @@ def test_bad_shapes_are_rejected():
             torch.zeros(1, 1, 3, 4),
             key_padding_mask=torch.zeros(1, 3),
         )
+
+
+def test_relative_bias_by_query_projection_equals_projecting_every_pair(gen):
+    """q_i·(W g_ij + b) computed as (Wᵀ q_i)·g_ij + q_i·b: same values and gradients."""
+    rpe = RelativePositionAttention(12, 3, pos_dim=10).double()
+    q = torch.randn(2, 3, 6, 4, generator=gen, dtype=torch.float64, requires_grad=True)
+    g = torch.randn(2, 6, 7, 10, generator=gen, dtype=torch.float64, requires_grad=True)
+    fast = rpe.relative_bias(q, g)
+    slow = rpe.relative_bias_reference(q, g)
+    assert fast.shape == (2, 3, 6, 7) and slow.abs().max() > 0.1
+    assert (fast - slow).abs().max() < 1e-12
+    w = torch.randn(2, 3, 6, 7, generator=gen, dtype=torch.float64)
+    grads_fast = torch.autograd.grad((fast * w).sum(), [q, g, rpe.p_proj.weight, rpe.p_proj.bias])
+    grads_slow = torch.autograd.grad((slow * w).sum(), [q, g, rpe.p_proj.weight, rpe.p_proj.bias])
+    for a, b in zip(grads_fast, grads_slow, strict=True):
+        assert (a - b).abs().max() < 1e-12

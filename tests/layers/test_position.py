@@ -59,3 +59,16 @@ def test_learned_embedding():
     assert emb.weight.std() < 0.05
     with pytest.raises(ValueError, match="11 positions"):
         emb(11)
+
+
+def test_sinusoidal_linear_equals_linear_of_the_encoding(gen):
+    from torch import nn
+
+    from pcreg.layers import sinusoidal_linear
+
+    lin = nn.Linear(16, 5).double()
+    x = torch.rand(3, 4, 2, generator=gen, dtype=torch.float64) * 20
+    expected = lin(sinusoidal_encoding(x, 16))
+    assert (sinusoidal_linear(x, lin) - expected).abs().max() < 1e-12
+    with pytest.raises(ValueError, match="even"):
+        sinusoidal_linear(x, nn.Linear(15, 5))

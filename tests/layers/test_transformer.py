@@ -129,7 +129,7 @@ def test_relative_attention_and_layer_costs(gen):
     rpe = RelativePositionAttention(d, 2, pos_dim=cp, fused=False)
     x, g = torch.randn(1, n, d, generator=gen), torch.randn(1, n, n, cp, generator=gen)
     measured = _measured_macs(lambda: rpe(x, x, x, g))
-    assert measured == attention_macs(n, d, pos_dim=cp)
+    assert measured == attention_macs(n, d, pos_dim=cp, heads=2)
     layer = TransformerLayer(MultiHeadAttention(d, 2, fused=False), d, 3 * d)
     cost = layer_cost(layer, n)
     assert cost.ffn_macs == 2 * n * d * 3 * d

@@ -67,17 +67,36 @@ def test_kpconv_matches_the_formula(gen):
 
 
 def test_packed_group_norm_equals_torch_group_norm_per_item(gen):
-    norm = PackedGroupNorm(4, 8)
+    norm = PackedGroupNorm(4, 8).double()
     torch.nn.init.normal_(norm.weight)
     torch.nn.init.normal_(norm.bias)
-    ref = torch.nn.GroupNorm(4, 8)
+    ref = torch.nn.GroupNorm(4, 8).double()
     ref.load_state_dict(norm.state_dict())
     lengths = torch.tensor([5, 9, 2])
-    x = torch.randn(16, 8, generator=gen) * 3 + 1
+    x = torch.randn(16, 8, generator=gen, dtype=torch.float64) * 3 + 1
+    x.requires_grad_(True)
     out = norm(x, lengths)
-    for a, b in ((0, 5), (5, 14), (14, 16)):
-        expected = ref(x[a:b].T[None])[0].T
-        assert torch.allclose(out[a:b], expected, atol=1e-5)
+    w = torch.randn(16, 8, generator=gen, dtype=torch.float64)
+    grads = torch.autograd.grad((out * w).sum(), [x, norm.weight, norm.bias])
+    expected = torch.cat([ref(x[a:b].T[None])[0].T for a, b in ((0, 5), (5, 14), (14, 16))])
+    assert (out - expected).abs().max() < 1e-12
+    ref_grads = torch.autograd.grad((expected * w).sum(), [x, ref.weight, ref.bias])
+    for a, b in zip(grads, ref_grads, strict=True):
+        assert (a - b).abs().max() < 1e-10
+
+
+def test_running_max_pool_equals_max_over_the_gathered_neighbors(gen):
+    from pcreg.models.backbones.kpconv.conv import gather_with_shadow
+
+    feats = torch.randn(50, 6, generator=gen, dtype=torch.float64, requires_grad=True)
+    idx = torch.randint(0, 51, (30, 7), generator=gen)
+    fast = maxpool(feats, idx)
+    slow = gather_with_shadow(feats, idx).max(dim=1).values
+    assert torch.equal(fast, slow)
+    w = torch.randn(30, 6, generator=gen, dtype=torch.float64)
+    (g_fast,) = torch.autograd.grad((fast * w).sum(), feats)
+    (g_slow,) = torch.autograd.grad((slow * w).sum(), feats)
+    assert torch.allclose(g_fast, g_slow, atol=1e-12) and g_fast.abs().sum() > 0
 
 
 def test_pooling_and_upsampling_read_the_shadow_row_as_zero():
@@ -170,3 +189,52 @@ def test_rotation_invariant_fpn_features_do_not_change_under_rotation(gen):
     plain_err = (pf - pf_r).norm(dim=1) / pf.norm(dim=1).clamp(min=1e-6)
     assert plain_err.median() > 1e-2
     assert scale > 0
+
+
+@pytest.mark.parametrize("rotation_invariant", [False, True])
+def test_shared_stage_influences_equal_per_convolution_influences(gen, rotation_invariant):
+    """The FPN computes one influence tensor per stage for its non-strided convs; values and
+    gradients equal computing it inside every convolution."""
+    torch.manual_seed(0)
+    fpn = KPConvFPN(
+        1, 32, 8, 15, 0.25, 0.2, 4, num_stages=3, rotation_invariant=rotation_invariant
+    ).double()
+    cloud = _cloud(gen, 700, 0.0).double()
+    pyr = build_pyramid(
+        cloud, torch.tensor([len(cloud)]), num_stages=3, voxel_size=0.1, radius=0.25,
+        neighbor_limits=[20, 20, 20], backend="torch",
+    )  # fmt: skip
+    feats = torch.ones(len(cloud), 1, dtype=torch.float64)
+    # the sharing is only valid because a stage's convs have the same kernel and sigma
+    for blocks in fpn.stages:
+        convs = [b.conv for b in blocks if not getattr(b, "strided", False)]
+        assert all(torch.equal(c.kernel_points, convs[0].kernel_points) for c in convs)
+        assert len({c.sigma for c in convs}) == 1
+    results = []
+    for share in (True, False):
+        fpn.share_influence = share
+        fpn.zero_grad()
+        coarse, fine = fpn(feats, pyr)
+        (coarse.square().sum() + fine.sin().sum()).backward()
+        grads = [p.grad.clone() for p in fpn.parameters() if p.grad is not None]
+        results.append((coarse.detach(), fine.detach(), grads))
+    (c0, f0, g0), (c1, f1, g1) = results
+    assert f0.abs().max() > 0 and len(g0) == len(g1) > 10
+    assert torch.allclose(c0, c1, atol=1e-12) and torch.allclose(f0, f1, atol=1e-12)
+    assert all(torch.allclose(a, b, atol=1e-10) for a, b in zip(g0, g1, strict=True))
+
+
+def test_in_place_influence_equals_the_differentiable_formula(gen):
+    """Without coordinate gradients the influence is computed in place; with them, out of
+    place — the same numbers, and the gradient path still works."""
+    conv = KPConv(4, 6, 15, radius=0.3, sigma=0.25).double()
+    pts = torch.rand(200, 3, generator=gen, dtype=torch.float64)
+    idx = torch.cdist(pts, pts).topk(16, largest=False).indices
+    idx[:5, -3:] = 200  # shadow neighbors
+    fast = conv.influence(pts, pts, idx)
+    grad_pts = pts.clone().requires_grad_(True)
+    slow = conv.influence(grad_pts, grad_pts, idx)
+    assert torch.allclose(fast, slow.detach(), atol=1e-12)
+    assert (fast[:5, -3:] == 0).all() and fast.max() > 0.5
+    slow.sum().backward()
+    assert grad_pts.grad is not None and grad_pts.grad.abs().sum() > 0

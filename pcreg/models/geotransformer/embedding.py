@@ -14,7 +14,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from pcreg.layers import sinusoidal_encoding
+from pcreg.layers import sinusoidal_encoding, sinusoidal_linear
 
 __all__ = ["GeometricStructureEmbedding"]
 
@@ -38,6 +38,7 @@ class GeometricStructureEmbedding(nn.Module):
         self.angle_k, self.reduction = angle_k, reduction
         self.proj_d = nn.Linear(hidden_dim, hidden_dim)
         self.proj_a = nn.Linear(hidden_dim, hidden_dim)
+        self.row_block = 32  # query rows per block in forward (a speed knob, not a result knob)
 
     @torch.no_grad()
     def geometry(self, points: Tensor, valid: Tensor | None = None) -> tuple[Tensor, Tensor]:
@@ -68,7 +69,31 @@ class GeometricStructureEmbedding(nn.Module):
         return dist / self.sigma_d, angles * (180.0 / math.pi) / self.sigma_a
 
     def forward(self, points: Tensor, valid: Tensor | None = None) -> Tensor:
-        """points ``(B, N, 3)`` -> pair embeddings ``(B, N, N, hidden_dim)``."""
+        """points ``(B, N, 3)`` -> pair embeddings ``(B, N, N, hidden_dim)``.
+
+        Computed in blocks of query rows (:attr:`row_block`) with
+        :func:`~pcreg.layers.sinusoidal_linear` and a running max / sum over the k angles, so the
+        ``(B, N, N, k, C)`` angle embedding is never built: for 362 superpoints it is 100 MB per
+        cloud, and streaming it through memory cost more than the arithmetic.
+        :meth:`forward_reference` is the plain formula (the equivalence tests compare them).
+        """
+        d_idx, a_idx = self.geometry(points, valid)
+        b, n, k = d_idx.shape[0], d_idx.shape[1], a_idx.shape[-1]
+        d_rows, a_rows = d_idx.reshape(b * n, n), a_idx.reshape(b * n, n, k)  # blocks span items
+        blocks = []
+        for start in range(0, b * n, self.row_block):
+            rows = slice(start, start + self.row_block)
+            emb = sinusoidal_linear(d_rows[rows], self.proj_d)
+            a = sinusoidal_linear(a_rows[rows, :, 0], self.proj_a)
+            for j in range(1, k):
+                aj = sinusoidal_linear(a_rows[rows, :, j], self.proj_a)
+                a = torch.maximum(a, aj) if self.reduction == "max" else a + aj
+            blocks.append(emb + (a if self.reduction == "max" else a / k))
+        out = blocks[0] if len(blocks) == 1 else torch.cat(blocks, 0)
+        return out.view(b, n, n, -1)
+
+    def forward_reference(self, points: Tensor, valid: Tensor | None = None) -> Tensor:
+        """The embedding as the paper writes it, materialising every intermediate."""
         d_idx, a_idx = self.geometry(points, valid)
         emb = self.proj_d(sinusoidal_encoding(d_idx, self.hidden_dim))
         a = self.proj_a(sinusoidal_encoding(a_idx, self.hidden_dim))  # (B, N, N, k, C)

@@ -9,7 +9,15 @@ from torch import Tensor, nn
 
 from pcreg.models.backbones.kpconv.kernel_points import kernel_points
 
-__all__ = ["KPConv"]
+__all__ = ["KPConv", "gather_with_shadow"]
+
+
+def gather_with_shadow(feats: Tensor, indices: Tensor) -> Tensor:
+    """Rows of ``feats (N, C)`` at ``indices (M, H)``, where index ``N`` (the shadow neighbor)
+    reads a zero row -> ``(M, H, C)``. (``index_select`` on the flattened indices: up to 4x
+    faster than advanced indexing on CPU for these shapes.)"""
+    padded = torch.cat([feats, feats.new_zeros(1, feats.shape[1])], 0)
+    return padded.index_select(0, indices.reshape(-1)).view(*indices.shape, feats.shape[1])
 
 
 class KPConv(nn.Module):
@@ -48,22 +56,21 @@ class KPConv(nn.Module):
             nn.init.uniform_(self.bias, -bound, bound)
         self.register_buffer("kernel_points", torch.from_numpy(kernel_points(kernel_size)) * radius)
 
-    def forward(
+    def influence(
         self,
-        s_feats: Tensor,
         q_points: Tensor,
         s_points: Tensor,
         neighbor_indices: Tensor,
         frames: Tensor | None = None,
     ) -> Tensor:
-        """s_feats ``(N, Cin)``, q_points ``(M, 3)``, s_points ``(N, 3)``, neighbor_indices
-        ``(M, H)`` int64 into ``s_points`` (shadow ``N``). With ``frames (M, 3, 3)`` (columns:
-        local axes, :func:`~pcreg.models.backbones.kpconv.frames.local_reference_frames`) the
-        offsets are expressed in them, which makes the convolution rotation invariant.
-        Returns ``(M, Cout)``."""
-        n = s_points.shape[0]
-        valid = neighbor_indices < n  # (M, H)
-        # shadow row: a point far outside every kernel (zero influence) with zero features
+        """Kernel influences ``max(0, 1 - |x_j - x - x̃_k| / σ)``, ``(M, H, K)``.
+
+        They depend only on the points, the neighbors and the kernel (not on features or
+        learned weights), so every KPConv of a stage with the same radius / sigma can share one
+        computation (:class:`~pcreg.models.backbones.kpconv.fpn.KPConvFPN` does). Shapes as in
+        :meth:`forward`; the shadow neighbor gets influence 0.
+        """
+        # shadow row: a point far outside every kernel (zero influence)
         far = torch.full_like(s_points[:1], 1e6)
         rel = torch.cat([s_points, far], 0)[neighbor_indices] - q_points[:, None, :]  # (M, H, 3)
         if frames is not None:  # rotation preserves |rel|: the shadow stays far away
@@ -75,12 +82,35 @@ class KPConv(nn.Module):
         lhs = torch.cat([rel, rel.square().sum(-1, keepdim=True), ones], -1)  # (M, H, 5)
         rhs = torch.cat([-2.0 * kp.T, torch.ones_like(kp[:, :1]).T, kp.square().sum(-1)[None]])
         sq = lhs @ rhs  # (M, H, K)
-        influence = torch.relu(1.0 - torch.sqrt(torch.relu(sq)) / self.sigma)
-        feats = torch.cat([s_feats, s_feats.new_zeros(1, s_feats.shape[1])], 0)[neighbor_indices]
+        if sq.requires_grad:  # coordinates that need gradients: no in-place ops
+            return torch.relu(1.0 - torch.sqrt(torch.relu(sq)) / self.sigma)
+        # in place: each of these passes over (M, H, K) would otherwise allocate a fresh copy
+        return sq.clamp_(min=0).sqrt_().mul_(-1.0 / self.sigma).add_(1.0).clamp_(min=0)
+
+    def forward(
+        self,
+        s_feats: Tensor,
+        q_points: Tensor,
+        s_points: Tensor,
+        neighbor_indices: Tensor,
+        frames: Tensor | None = None,
+        influence: Tensor | None = None,
+    ) -> Tensor:
+        """s_feats ``(N, Cin)``, q_points ``(M, 3)``, s_points ``(N, 3)``, neighbor_indices
+        ``(M, H)`` int64 into ``s_points`` (shadow ``N``). With ``frames (M, 3, 3)`` (columns:
+        local axes, :func:`~pcreg.models.backbones.kpconv.frames.local_reference_frames`) the
+        offsets are expressed in them, which makes the convolution rotation invariant.
+        ``influence (M, H, K)``: this convolution's :meth:`influence` for these points, when
+        already computed by a sibling convolution (then points and frames are not read again).
+        Returns ``(M, Cout)``."""
+        n = s_points.shape[0]
+        if influence is None:
+            influence = self.influence(q_points, s_points, neighbor_indices, frames)
+        feats = gather_with_shadow(s_feats, neighbor_indices)  # (M, H, Cin)
         weighted = torch.bmm(influence.transpose(1, 2), feats)  # (M, K, Cin)
         m = weighted.shape[0]
         out = weighted.reshape(m, -1) @ self.weights.reshape(-1, self.out_channels)  # (M, Cout)
-        count = valid.sum(1, keepdim=True).clamp(min=1).to(out.dtype)
+        count = (neighbor_indices < n).sum(1, keepdim=True).clamp(min=1).to(out.dtype)
         out = out / count
         if self.bias is not None:
             out = out + self.bias

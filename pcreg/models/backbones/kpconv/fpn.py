@@ -54,6 +54,11 @@ class KPConvFPN(nn.Module):
     ) -> None:
         super().__init__()
         self.rotation_invariant = rotation_invariant
+        # Non-strided KPConvs of a stage have the same radius, sigma and kernel disposition and
+        # see the same points, so their influences are computed once per stage (stage 1's two
+        # convs over ~30k x 32 neighbors x 15 kernel points were a fifth of the backbone).
+        # False computes them per convolution (the equivalence tests compare the two).
+        self.share_influence = True
         self.radii = [init_radius * 2**s for s in range(num_stages)]  # conv radius per stage
         if num_stages < 2:
             raise ValueError(f"the FPN needs at least 2 stages, got {num_stages}")
@@ -115,10 +120,9 @@ class KPConvFPN(nn.Module):
         encoded = []
         x = feats
         for i, blocks in enumerate(self.stages):
+            shared = None  # the stage's kernel influences, shared by its non-strided convs
             for j, block in enumerate(blocks):
-                if i == 0 and j == 0:
-                    x = block(x, pts[0], pts[0], nbrs[0], lens[0], frames and frames[0])
-                elif j == 0 and i > 0:
+                if j == 0 and i > 0:
                     x = block(
                         x,
                         pts[i],
@@ -128,8 +132,13 @@ class KPConvFPN(nn.Module):
                         lens[i - 1],
                         strided and strided[i],
                     )
-                else:
-                    x = block(x, pts[i], pts[i], nbrs[i], lens[i], lens[i], frames and frames[i])
+                    continue
+                f = frames and frames[i]
+                if self.share_influence and shared is None:
+                    shared = block.conv.influence(pts[i], pts[i], nbrs[i], f)
+                args = (x, pts[i], pts[i], nbrs[i], lens[i])
+                args = args if i == 0 and j == 0 else (*args, lens[i])
+                x = block(*args, f, influence=shared)
             encoded.append(x)
         coarse = encoded[-1]
         latent = coarse
