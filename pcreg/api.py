@@ -170,7 +170,12 @@ def default_voxel_size(setting: str) -> float:
 
 
 def _voxel_count(points: np.ndarray, voxel: float) -> int:
+    """Number of occupied ``voxel``-sized cells."""
     keys = np.floor((points - points.min(0)) / voxel).astype(np.int64)
+    dims = keys.max(0) + 1
+    if float(np.prod(dims.astype(np.float64))) < 2.0**62:
+        # one int64 per cell: a 1-D sort, ~10x faster than np.unique(axis=0)'s row sort
+        return len(np.unique(np.ravel_multi_index(keys.T, dims)))
     return len(np.unique(keys, axis=0))
 
 

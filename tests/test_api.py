@@ -113,3 +113,15 @@ def test_bad_inputs_raise_clear_errors(room_pair, tiny_checkpoint):
         register(src, bad, "indoor", method="fpfh-ransac")
     with pytest.raises(InputError, match="voxel_size: must be a positive"):
         register(src, ref, "indoor", method="fpfh-ransac", voxel_size=-1)
+
+
+def test_voxel_count_counts_occupied_cells(gen):
+    from pcreg.api import _voxel_count
+
+    rng = np.random.default_rng(0)
+    pts = rng.uniform(0, 10, (5000, 3))
+    keys = np.floor((pts - pts.min(0)) / 0.7).astype(np.int64)
+    assert _voxel_count(pts, 0.7) == len({tuple(k) for k in keys.tolist()})
+    # a span too large for one int64 key per cell takes the row-wise path: same answer
+    far = np.array([[0.0, 0.0, 0.0], [1e7, 1e7, 1e7], [1e7, 1e7, 1e7 + 1e-4], [5.0, 5.0, 5.0]])
+    assert _voxel_count(far, 1e-3) == 3
