@@ -52,6 +52,9 @@ def test_table_ratios_success_and_stage_split():
                 "batch4_pairs_per_s": 1.6,
                 "peak_mib_batch1": 900,
                 "peak_mib_batch4": 1800,
+                "cores_busy_batch1": 1.93,
+                "cores_busy_batch4": 1.881,
+                "threads": 2,
             }
         },
     }
@@ -66,6 +69,25 @@ def test_table_ratios_success_and_stage_split():
     split = next(x for x in lines if x.startswith("| A | `indoor.pt` |"))
     # read 0.1, preprocess 0.2, backbone 0.2, transformer 0.1, OT 0.05, rest 1.2-0.35
     assert split == "| A | `indoor.pt` | 0.100 | 0.200 | 0.200 | 0.100 | 0.050 | 0.850 | 1.500 |"
-    assert "| indoor | `indoor.pt` | 1.00 | 1.60 | 1.60x | 900, 1800 |" in text
+    assert (
+        "| indoor | `indoor.pt` | 1.00 | 1.60 | 1.60x | 1.93, 1.88 of 2 threads | 900, 1800 |"
+        in text
+    )
     with pytest.raises(KeyError):
         format_pipeline_tables({"runs": 1, "rows": [{"pair": "x"}], "throughput": {}}, "c")
+
+
+def test_throughput_worker_reports_rates_and_busy_cores(tiny_checkpoint, room_pair, tmp_path):
+    from pcreg.bench.pipeline import _throughput_worker
+    from pcreg.io import write_points
+
+    src, ref, _ = room_pair
+    write_points(tmp_path / "src.ply", src)
+    write_points(tmp_path / "ref.ply", ref)
+    pair = {"src": str(tmp_path / "src.ply"), "ref": str(tmp_path / "ref.ply")}
+    out = _throughput_worker([pair], str(tiny_checkpoint), 1)
+    assert out["batch1_pairs_per_s"] > 0 and out["batch4_pairs_per_s"] > 0
+    # CPU time over wall time: at least a sliver of one core, at most every thread busy
+    assert 0.2 < out["cores_busy_batch1"] <= out["threads"] + 0.2
+    assert 0.2 < out["cores_busy_batch4"] <= out["threads"] + 0.2
+    assert out["peak_mib_batch4"] >= out["peak_mib_batch1"] > 50
