@@ -74,56 +74,53 @@ def _benchmark_neighbors(args: argparse.Namespace) -> int:
         format_neighbor_table,
         load_benchmark_cloud,
     )
-    from pcreg.bench.report import replace_section
 
     cloud, source = load_benchmark_cloud(args.shared_data if args.shared_data.is_dir() else None)
     results = benchmark_neighbors(cloud, radius=args.radius, cap=args.cap, runs=args.runs)
     table = format_neighbor_table(
         results, source=source, radius=args.radius, cap=args.cap, command=_command(args)
     )
-    sys.stdout.write(table + "\n")
-    if args.output is not None:
-        replace_section(args.output, "neighbors", table)
-        logger.info("wrote the neighbor table into %s", args.output)
-    return 0
+    return _emit(args, "neighbors", table)
 
 
 def _benchmark_subsampling(args: argparse.Namespace) -> int:
     from pcreg.bench.neighbors import load_benchmark_cloud
-    from pcreg.bench.report import replace_section
     from pcreg.bench.subsample import benchmark_subsampling, format_subsample_table
 
     cloud, source = load_benchmark_cloud(args.shared_data if args.shared_data.is_dir() else None)
     results = benchmark_subsampling(cloud, runs=args.runs)
     table = format_subsample_table(results, source=source, command=_command(args))
-    sys.stdout.write(table + "\n")
-    if args.output is not None:
-        replace_section(args.output, "subsampling", table)
-    return 0
+    return _emit(args, "subsampling", table)
 
 
 def _benchmark_model(args: argparse.Namespace) -> int:
     from pcreg.bench.model import benchmark_model, format_model_table
-    from pcreg.bench.report import replace_section
     from pcreg.errors import MissingFileError
 
     if not (args.shared_data / "geotransformer_repo" / "demo").is_dir():
         raise MissingFileError(args.shared_data, "the model benchmark needs the demo pair")
     results = benchmark_model(args.shared_data, runs=args.runs)
     table = format_model_table(results, _command(args))
-    sys.stdout.write(table + "\n")
-    if args.output is not None:
-        replace_section(args.output, "model", table)
-    return 0
+    return _emit(args, "model", table)
 
 
 def _command(args: argparse.Namespace) -> str:
     return "pcreg " + " ".join(args.argv)
 
 
+def _emit(args: argparse.Namespace, section: str, table: str) -> int:
+    """Print a benchmark table and replace its section of ``--output``."""
+    from pcreg.bench.report import replace_section
+
+    sys.stdout.write(table + "\n")
+    if args.output is not None:
+        replace_section(args.output, section, table)
+        logger.info("wrote the %s table into %s", section, args.output)
+    return 0
+
+
 def _benchmark_pipeline(args: argparse.Namespace) -> int:
     from pcreg.bench.pipeline import benchmark_pipeline, format_pipeline_tables
-    from pcreg.bench.report import replace_section
     from pcreg.errors import MissingFileError
 
     if not args.shared_data.is_dir():
@@ -135,10 +132,7 @@ def _benchmark_pipeline(args: argparse.Namespace) -> int:
     }
     results = benchmark_pipeline(args.shared_data, models, runs=args.runs)
     table = format_pipeline_tables(results, _command(args))
-    sys.stdout.write(table + "\n")
-    if args.output is not None:
-        replace_section(args.output, "pipeline", table)
-    return 0
+    return _emit(args, "pipeline", table)
 
 
 def _benchmark_registration(args: argparse.Namespace) -> int:
@@ -149,7 +143,6 @@ def _benchmark_registration(args: argparse.Namespace) -> int:
         run_cases,
         synthetic_cases,
     )
-    from pcreg.bench.report import replace_section
     from pcreg.errors import InputError
 
     models = {}
@@ -166,10 +159,7 @@ def _benchmark_registration(args: argparse.Namespace) -> int:
         )
     outcomes = run_cases(cases, default_methods(models, icp=not args.no_icp))
     table = format_registration_table(outcomes, _command(args))
-    sys.stdout.write(table + "\n")
-    if args.output is not None:
-        replace_section(args.output, "registration", table)
-    return 0
+    return _emit(args, "registration", table)
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
