@@ -79,3 +79,27 @@ def test_real_cases_move_the_source_and_keep_the_ground_truth_consistent(shared_
         expected = src @ gt[:3, :3].T + gt[:3, 3]
         assert np.abs(moved - expected).max() < 1e-3
         assert np.abs(case.src - src).max() > 0.01  # it really was moved
+
+
+def test_synthetic_outdoor_cases_read_the_kitti_layout(tmp_path):
+    import json
+
+    from pcreg.bench.registration import synthetic_cases
+
+    rng = np.random.default_rng(1)
+    ref = rng.uniform(-30, 30, size=(300, 3)).astype(np.float32)
+    t = _rot_z(40.0)
+    t[:3, 3] = [5.0, -2.0, 0.0]
+    src = ((ref - t[:3, 3]) @ t[:3, :3]).astype(np.float32)  # ref = T src
+    (tmp_path / "downsampled" / "000007").mkdir(parents=True)
+    (tmp_path / "metadata").mkdir()
+    for k, pts in enumerate((ref, src)):
+        np.save(tmp_path / "downsampled" / "000007" / f"{k:06d}.npy", pts)
+    rec = {"seq_id": 7, "frame0": 0, "frame1": 1, "pcd0": "downsampled/000007/000000.npy",
+           "pcd1": "downsampled/000007/000001.npy", "transform": t.tolist()}  # fmt: skip
+    (tmp_path / "metadata" / "val.json").write_text(json.dumps([rec, rec]))
+    cases = synthetic_cases(tmp_path, "outdoor", limit=5)
+    assert [c.group for c in cases] == ["synthetic outdoor"] * 2
+    for c in cases:  # each case under its own extra motion, and the truth still maps src to ref
+        assert np.allclose(c.src @ c.gt[:3, :3].T + c.gt[:3, 3], ref, atol=1e-3)
+        assert not np.allclose(c.src, src, atol=1e-2)

@@ -107,21 +107,24 @@ def real_cases(shared_data: Path, draws: int = 10, seed: int = 0) -> list[Case]:
 def synthetic_cases(
     root: Path, setting: str, split: str = "val", limit: int = 40, seed: int = 0
 ) -> list[Case]:
-    """Pairs of a generated dataset (``pcreg.data.synthetic`` writer layout), binned by overlap
-    indoors (``> 30%`` and ``10-30%``), at most ``limit`` per bin, each under a random motion."""
+    """Pairs of a generated dataset (``pcreg.data.synthetic`` writer layout: 3DMatch layout
+    indoors, KITTI layout outdoors), binned by overlap indoors (``> 30%`` and ``10-30%``), at most
+    ``limit`` per bin, each under a random motion."""
+    from pcreg.data.kitti import KittiPairs
     from pcreg.data.threedmatch import ThreeDMatchPairs
 
-    pairs = ThreeDMatchPairs(root, split)
     g = torch.Generator().manual_seed(seed)
     rng = np.random.default_rng(seed)
     bins: dict[str, list[int]] = {}
-    for i, r in enumerate(pairs.records):
-        if setting == "indoor":
+    if setting == "indoor":  # 3DMatch layout, binned by overlap
+        pairs = ThreeDMatchPairs(root, split)
+        for i, r in enumerate(pairs.records):
             name = "synthetic indoor, overlap > 30%" if r.overlap > 0.3 else (
                 "synthetic indoor, overlap 10-30%")  # fmt: skip
-        else:
-            name = "synthetic outdoor"
-        bins.setdefault(name, []).append(i)
+            bins.setdefault(name, []).append(i)
+    else:  # KITTI layout
+        pairs = KittiPairs(root, split)
+        bins["synthetic outdoor"] = list(range(len(pairs)))
     cases = []
     for name, idx in sorted(bins.items()):
         chosen = rng.permutation(idx)[:limit]
