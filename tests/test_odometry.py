@@ -61,8 +61,9 @@ def test_odometry_needs_two_scans(tmp_path, capsys, room_pair):
 
 
 @pytest.mark.data
+@pytest.mark.parametrize("method", ["fpfh-ransac", "geotransformer"])  # the shipped outdoor model
 @pytest.mark.parametrize("frames", [(94, 95), (198, 199)])
-def test_real_kitti_relative_poses_within_5cm_half_degree(shared_data, capsys, frames):
+def test_real_kitti_relative_poses_within_5cm_half_degree(shared_data, capsys, frames, method):
     folder = shared_data / "kitti00_scancontext"
     meta = json.loads((folder / "pairs.json").read_text())
     tr = np.asarray(meta["Tr_velo_to_cam0"])
@@ -70,7 +71,7 @@ def test_real_kitti_relative_poses_within_5cm_half_degree(shared_data, capsys, f
     a, b = frames
     gt = np.linalg.inv(tr) @ np.linalg.inv(cam[a]) @ cam[b] @ tr  # scan b -> scan a (Velodyne)
     scans = [str(folder / f"{f:06d}.bin") for f in frames]
-    argv = ["odometry", *scans, "--method", "fpfh-ransac", "--icp", "--json"]
+    argv = ["odometry", *scans, "--method", method, "--icp", "--json"]
     assert main(argv) == 0
     record = json.loads(capsys.readouterr().out)
     rre, rte = _rre_rte(np.asarray(record["relative"][0]), gt)

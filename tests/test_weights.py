@@ -39,6 +39,7 @@ def test_training_checkpoints_load_and_export(tmp_path, tiny_checkpoint):
     assert load_model(train_ckpt).config == load_model(tiny_checkpoint).config
     out = export_weights(train_ckpt, tmp_path / "exported.pt")
     assert load_checkpoint(out)["config"] == base["config"]
+    assert load_checkpoint(out)["step"] == 7  # provenance kept for the model card
 
 
 def test_names_and_errors(tmp_path):

@@ -76,7 +76,8 @@ def export_weights(
 
     Floating-point tensors are stored in float16 when ``half`` (the loader casts back to
     float32; the largest relative rounding error is 2^-11). ``extra`` entries (e.g. the
-    training step) are stored beside the weights.
+    training step) are stored beside the weights; a training checkpoint's ``step``, ``epoch``
+    and ``best_rr`` (best validation registration recall) are kept unless ``extra`` names them.
     """
     ckpt = load_checkpoint(checkpoint)
     if ckpt.get("kind") not in {"geotransformer", "geotransformer-train"} or "config" not in ckpt:
@@ -89,6 +90,8 @@ def export_weights(
 
     fields = {f.name for f in dataclasses.fields(GeoTransformerConfig)}
     config = {k: v for k, v in config.items() if k in fields}
+    # provenance of a training checkpoint travels with the weights (the model card cites it)
+    kept = {k: ckpt[k] for k in ("step", "epoch", "best_rr") if k in ckpt and k not in extra}
     return save_checkpoint(
-        out, "geotransformer", state, overwrite=overwrite, config=config, **extra
+        out, "geotransformer", state, overwrite=overwrite, config=config, **kept, **extra
     )
