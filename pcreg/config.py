@@ -293,6 +293,9 @@ class TrainLoopConfig:
     seed: int = 0
     checkpoint_every: int = 200  # steps
     resume: bool = False
+    # start a new run from another run's weights (a training checkpoint or exported weights);
+    # tensors whose name or shape differ, and kernel-point buffers, keep their fresh values
+    init_from: str | None = None
     out_dir: str = "outputs/train"
     overwrite: bool = False
     num_threads: int = 0

@@ -213,6 +213,22 @@ def train_registration(cfg: TrainConfig) -> dict[str, Any]:
         cleanup(info)
 
 
+def _init_weights(model: torch.nn.Module, path: Path) -> None:
+    """Copy the tensors of checkpoint ``path`` into ``model`` where name and shape agree.
+
+    Kernel points stay as the model built them: they define what a kernel weight means (a
+    cylindrical kernel started from a full-frame run keeps its own disposition)."""
+    state = load_checkpoint(path, kind=None)["model"]
+    own = model.state_dict()
+    taken = {
+        k: v.to(own[k].dtype)
+        for k, v in state.items()
+        if k in own and own[k].shape == v.shape and not k.endswith("kernel_points")
+    }
+    model.load_state_dict(taken, strict=False)
+    logger.info("initialised %d of %d tensors from %s", len(taken), len(own), path)
+
+
 def _train(cfg: TrainConfig, info: DistInfo) -> dict[str, Any]:
     t = cfg.train
     if t.num_threads > 0:
@@ -248,6 +264,8 @@ def _train(cfg: TrainConfig, info: DistInfo) -> dict[str, Any]:
         best_rr = ckpt.get("best_rr", -1.0)
         torch.set_rng_state(ckpt["torch_rng"][info.rank % len(ckpt["torch_rng"])])
         logger.info("resumed %s at epoch %d, step %d", last, epoch, step)
+    elif t.init_from:
+        _init_weights(model, Path(t.init_from))
     ddp = model
     if info.world_size > 1:
         ddp = torch.nn.parallel.DistributedDataParallel(

@@ -176,3 +176,34 @@ def test_torchrun_two_processes_match_one_process_with_the_combined_batch(data_r
     assert load_checkpoint(ddp / "last.pt")["step"] == 3
     worst = max(float((a[k].float() - b[k].float()).abs().max()) for k in a)
     assert worst <= 1e-5, worst
+
+
+def test_init_from_copies_matching_tensors_and_keeps_the_kernel(tmp_path):
+    """train.init_from: a cylindrical-kernel model started from a full-frame run takes every
+    weight whose name and shape agree, and keeps its own kernel points."""
+    from pcreg.engine.checkpoint import save_checkpoint
+    from pcreg.engine.train import _init_weights
+    from pcreg.models.geotransformer import GeoTransformer, GeoTransformerConfig
+
+    small = dict(init_dim=8, group_norm=4, hidden_dim=16, coarse_dim=16, output_dim=16)
+    torch.manual_seed(0)
+    source = GeoTransformer(GeoTransformerConfig(**small, rotation_invariant=True))
+    path = save_checkpoint(tmp_path / "src.pt", "geotransformer-train", source.state_dict())
+    torch.manual_seed(1)
+    wider = {**small, "output_dim": 24}
+    target = GeoTransformer(
+        GeoTransformerConfig(**wider, rotation_invariant=True, invariant_kernel="cylindrical")
+    )
+    fresh = {k: v.clone() for k, v in target.state_dict().items()}
+    _init_weights(target, path)
+    got, src = target.state_dict(), source.state_dict()
+    same = [k for k in got if k in src and src[k].shape == got[k].shape]
+    copied = [k for k in same if "kernel_points" not in k]
+    assert len(copied) > 100
+    assert all(torch.equal(got[k], src[k]) for k in copied)
+    kp = [k for k in got if k.endswith("kernel_points")]
+    assert kp and all(torch.equal(got[k], fresh[k]) for k in kp)
+    assert not torch.equal(got[kp[0]], src[kp[0]])
+    # the head's width differs (24 vs 16): left as initialised
+    changed = [k for k in got if k in src and src[k].shape != got[k].shape]
+    assert changed and all(torch.equal(got[k], fresh[k]) for k in changed)

@@ -11,6 +11,7 @@ from pcreg.models.backbones.kpconv.blocks import PackedGroupNorm, maxpool, neare
 from pcreg.models.backbones.kpconv.conv import KPConv
 from pcreg.models.backbones.kpconv.fpn import KPConvFPN
 from pcreg.models.backbones.kpconv.kernel_points import (
+    cylindrical_kernel_points,
     generate_kernel_points,
     kernel_energy,
     kernel_points,
@@ -238,3 +239,95 @@ def test_in_place_influence_equals_the_differentiable_formula(gen):
     assert (fast[:5, -3:] == 0).all() and fast.max() > 0.5
     slow.sum().backward()
     assert grad_pts.grad is not None and grad_pts.grad.abs().sum() > 0
+
+
+def test_cylindrical_disposition_lies_in_the_half_plane():
+    kp = cylindrical_kernel_points(15)
+    assert kp.shape == (15, 3) and kp.dtype == np.float32
+    assert np.all(kp[:, 1] == 0) and np.all(kp[:, 0] >= 0)
+    assert np.linalg.norm(kp, axis=1).max() <= 1.0 + 1e-6
+    assert len({tuple(p) for p in kp.tolist()}) == 15  # no two kernel points coincide
+    assert (kp[:, 2] == 0).sum() == 5  # the tangent-plane row
+    with pytest.raises(ValueError, match="15 points"):
+        cylindrical_kernel_points(12)
+
+
+def test_cylindrical_kpconv_ignores_the_in_plane_axes(gen):
+    """Spinning every local frame about its z axis changes nothing for the cylindrical kernel
+    (the in-plane axes are what flat patches cannot define) and does change the full-frame
+    kernel, so the test can tell them apart."""
+    from pcreg.geometry import random_rotation
+
+    torch.manual_seed(0)
+    pts = _cloud(gen, 300, 0.0).double()
+    nbrs = torch.randint(0, 300, (300, 12), generator=gen)
+    nbrs[:, -2:] = 300  # shadow neighbors
+    feats = torch.rand(300, 4, generator=gen, dtype=torch.float64)
+    frames = torch.stack([random_rotation(gen).double() for _ in range(300)])
+    theta = torch.rand(300, generator=gen, dtype=torch.float64) * 2 * torch.pi
+    c, s = theta.cos(), theta.sin()
+    spin = torch.zeros(300, 3, 3, dtype=torch.float64)
+    spin[:, 0, 0], spin[:, 0, 1], spin[:, 1, 0], spin[:, 1, 1], spin[:, 2, 2] = c, -s, s, c, 1
+    spun = frames @ spin  # same z axes, rotated x / y
+    full = KPConv(4, 6, 15, radius=0.3, sigma=0.25).double()
+    cyl = KPConv(4, 6, 15, radius=0.3, sigma=0.25).double()
+    cyl.load_state_dict(full.state_dict())
+    cyl.use_cylindrical_kernel()
+    assert cyl.kernel_points.abs().max() <= 0.3 + 1e-9 and torch.all(cyl.kernel_points[:, 1] == 0)
+    with torch.no_grad():
+        a, b = cyl(feats, pts, pts, nbrs, frames), cyl(feats, pts, pts, nbrs, spun)
+        fa, fb = full(feats, pts, pts, nbrs, frames), full(feats, pts, pts, nbrs, spun)
+    assert a.abs().max() > 0 and torch.allclose(a, b, atol=1e-10)
+    assert (fa - fb).abs().max() > 1e-3
+    # flipping z mirrors the heights: a different response (the sign is the frame's job)
+    flip = frames * torch.tensor([-1.0, 1.0, -1.0], dtype=torch.float64)
+    with torch.no_grad():
+        assert (cyl(feats, pts, pts, nbrs, flip) - a).abs().max() > 1e-3
+    with pytest.raises(ValueError, match="local frames"):
+        cyl(feats, pts, pts, nbrs)
+
+
+def test_cylindrical_kernel_formula(gen):
+    """The influence is the KPConv formula on (in-plane distance, 0, height) offsets."""
+    pts = _cloud(gen, 50, 0.0).double()
+    nbrs = torch.randint(0, 50, (50, 6), generator=gen)
+    frames = torch.eye(3, dtype=torch.float64).expand(50, 3, 3).contiguous()
+    cyl = KPConv(1, 1, 15, radius=0.3, sigma=0.25).double()
+    cyl.use_cylindrical_kernel()
+    rel = pts[nbrs] - pts[:, None]
+    rho = rel[..., :2].norm(dim=-1)
+    cyl_rel = torch.stack([rho, torch.zeros_like(rho), rel[..., 2]], -1)
+    dist = (cyl_rel[..., None, :] - cyl.kernel_points).norm(dim=-1)
+    expected = (1 - dist / 0.25).clamp(min=0)
+    assert torch.allclose(cyl.influence(pts, pts, nbrs, frames), expected, atol=1e-12)
+
+
+def test_cylindrical_fpn_features_do_not_change_under_rotation(gen):
+    from pcreg.geometry import random_rotation
+
+    torch.manual_seed(0)
+    cloud = _cloud(gen, 800, 0.0)
+    pyr = build_pyramid(
+        cloud, torch.tensor([len(cloud)]), num_stages=3, voxel_size=0.1, radius=0.25,
+        neighbor_limits=[20, 20, 20], backend="torch",
+    )  # fmt: skip
+    moved = _rotated_pyramid(pyr, random_rotation(gen), torch.tensor([3.0, -1.0, 2.0]))
+    fpn = KPConvFPN(
+        1, 32, 8, 15, 0.25, 0.2, 4, num_stages=3, rotation_invariant=True,
+        invariant_kernel="cylindrical",
+    ).eval()  # fmt: skip
+    feats = torch.ones(len(cloud), 1)
+    with torch.no_grad():
+        (c, f), (c_r, f_r) = fpn(feats, pyr), fpn(feats, moved)
+    rel_err = (f - f_r).norm(dim=1) / f.norm(dim=1).clamp(min=1e-6)
+    assert f.abs().mean() > 0
+    assert rel_err.median() < 1e-4 and (rel_err < 1e-3).float().mean() > 0.9
+    assert (c - c_r).abs().mean() < 1e-3 * c.abs().mean()
+
+
+def test_fpn_rejects_unknown_or_frameless_invariant_kernels():
+    with pytest.raises(ValueError, match="frame or cylindrical"):
+        KPConvFPN(1, 32, 8, 15, 0.25, 0.2, 4, num_stages=3, rotation_invariant=True,
+                  invariant_kernel="spherical")  # fmt: skip
+    with pytest.raises(ValueError, match="needs rotation_invariant"):
+        KPConvFPN(1, 32, 8, 15, 0.25, 0.2, 4, num_stages=3, invariant_kernel="cylindrical")

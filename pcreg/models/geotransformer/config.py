@@ -27,6 +27,9 @@ class GeoTransformerConfig:
     # KPConv offsets in local reference frames: rotation invariant by construction (pcreg's
     # shipped models; off in the published configuration, whose checkpoints expect it off)
     rotation_invariant: bool = False
+    # "frame": offsets in the full local frame; "cylindrical": only (in-plane distance, height
+    # along the local normal), which stays invariant where the in-plane axes are ill-defined
+    invariant_kernel: str = "frame"
     # geometric transformer
     hidden_dim: int = 256
     coarse_dim: int = 256

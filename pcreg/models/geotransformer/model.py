@@ -79,6 +79,7 @@ class GeoTransformer(nn.Module):
             cfg.group_norm,
             cfg.num_stages,
             rotation_invariant=cfg.rotation_invariant,
+            invariant_kernel=cfg.invariant_kernel,
         )
         self.transformer = GeometricTransformer(
             cfg.backbone_coarse_dim,

@@ -22,6 +22,7 @@ from pcreg.models.backbones.kpconv.blocks import (
     UnaryBlock,
     nearest_upsample,
 )
+from pcreg.models.backbones.kpconv.conv import KPConv
 from pcreg.models.backbones.kpconv.frames import local_reference_frames
 from pcreg.ops.pyramid import Pyramid
 
@@ -38,6 +39,8 @@ class KPConvFPN(nn.Module):
     num_stages: 4 (3DMatch) or 5 (KITTI); must match the pyramid.
     rotation_invariant: express every KPConv's offsets in local reference frames
     (:mod:`pcreg.models.backbones.kpconv.frames`); off in the published configuration.
+    invariant_kernel: with ``rotation_invariant``, ``"frame"`` uses the full local frame,
+    ``"cylindrical"`` only its z axis (``KPConv.use_cylindrical_kernel``).
     """
 
     def __init__(
@@ -51,9 +54,17 @@ class KPConvFPN(nn.Module):
         group_norm: int,
         num_stages: int,
         rotation_invariant: bool = False,
+        invariant_kernel: str = "frame",
     ) -> None:
         super().__init__()
+        if invariant_kernel not in ("frame", "cylindrical"):
+            raise ValueError(
+                f"invariant_kernel must be frame or cylindrical, got {invariant_kernel!r}"
+            )
+        if invariant_kernel == "cylindrical" and not rotation_invariant:
+            raise ValueError("invariant_kernel='cylindrical' needs rotation_invariant=True")
         self.rotation_invariant = rotation_invariant
+        self.invariant_kernel = invariant_kernel
         # Non-strided KPConvs of a stage have the same radius, sigma and kernel disposition and
         # see the same points, so their influences are computed once per stage (stage 1's two
         # convs over ~30k x 32 neighbors x 15 kernel points were a fifth of the backbone).
@@ -100,6 +111,10 @@ class KPConvFPN(nn.Module):
                 self.decoders.append(LastUnaryBlock(width_in, output_dim))
         self.coarse_dim = init_dim * 2**num_stages
         self.fine_dim = output_dim
+        if invariant_kernel == "cylindrical":
+            for m in self.modules():
+                if isinstance(m, KPConv):
+                    m.use_cylindrical_kernel()
 
     def forward(self, feats: Tensor, pyramid: Pyramid) -> tuple[Tensor, Tensor]:
         """feats ``(ΣN_0, input_dim)`` at pyramid stage 0 -> ``(coarse (ΣN_{S-1}, coarse_dim),

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["generate_kernel_points", "kernel_energy", "kernel_points"]
+__all__ = ["cylindrical_kernel_points", "generate_kernel_points", "kernel_energy", "kernel_points"]
 
 logger = logging.getLogger(__name__)
 
@@ -90,3 +90,20 @@ def kernel_points(num_points: int = 15, dimension: int = 3) -> np.ndarray:
     except OSError:  # read-only install: keep it in memory only
         logger.warning("could not cache the kernel disposition at %s", path)
     return points.astype(np.float32)
+
+
+def cylindrical_kernel_points(num_points: int = 15) -> np.ndarray:
+    """A unit disposition ``(K, 3)`` float32 in the ``(ρ, 0, h)`` half-plane, ``ρ >= 0``.
+
+    For kernels that see only the distance from the local normal axis (``ρ``) and the height
+    along it (``h``). Layout: one row of points on the tangent plane (``h = 0``, where flat
+    patches put all their neighbors, so their radial profile is resolved finely), then rows
+    above and below. ``K = 15``: 5 on the plane at ``ρ = 0, .25, .5, .75, 1``, 3 per row at
+    ``h = ±0.4`` (``ρ = 0, .45, .9``), 2 per row at ``h = ±0.8`` (``ρ = .2, .6``).
+    """
+    if num_points != 15:
+        raise ValueError(f"the cylindrical disposition is defined for 15 points, got {num_points}")
+    rows = [(0.0, [0.0, 0.25, 0.5, 0.75, 1.0]), (0.4, [0.0, 0.45, 0.9]), (-0.4, [0.0, 0.45, 0.9]),
+            (0.8, [0.2, 0.6]), (-0.8, [0.2, 0.6])]  # fmt: skip
+    pts = [(rho, 0.0, h) for h, rhos in rows for rho in rhos]
+    return np.asarray(pts, dtype=np.float32)
