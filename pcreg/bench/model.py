@@ -62,6 +62,8 @@ def _worker(demo_dir: str, overrides: dict, runs: int) -> dict:
             num_stages=cfg.num_stages,
             search_radius=cfg.search_radius,
             neighbor_limits=cfg.neighbor_limits,
+            input_features=cfg.input_features,
+            fpfh_radii=cfg.fpfh_radii,
         )
 
     batch = prep()

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from pcreg.data.features import input_features as compute_input_features
 from pcreg.ops.grid_subsample import grid_subsample
 from pcreg.ops.pyramid import Pyramid, build_pyramid
 
@@ -19,8 +20,9 @@ class PairBatch:
     """A batch of B pairs ready for the network.
 
     pyramid: over ``2B`` clouds, the B references first, then the B sources (stage 0 is the
-    voxelised input). feats: ``(ΣN_0, 1)`` ones. transforms: ground-truth ``T_ref_src``
-    ``(B, 4, 4)`` when known (training / evaluation), else None.
+    voxelised input). feats: ``(ΣN_0, C)`` (:mod:`pcreg.data.features`; ones by default).
+    transforms: ground-truth ``T_ref_src`` ``(B, 4, 4)`` when known (training / evaluation),
+    else None.
     """
 
     pyramid: Pyramid
@@ -45,8 +47,13 @@ def collate_pairs(
     neighbor_limits: Sequence[int],
     transforms: Sequence[Tensor] | Tensor | None = None,
     backend: str = "auto",
+    input_features: str = "ones",
+    fpfh_radii: Sequence[float] = (0.1, 0.25),
 ) -> PairBatch:
     """Voxelise each cloud at ``voxel_size`` (one centroid per voxel) and build the pyramid.
+
+    input_features / fpfh_radii: the per-point features
+    (:func:`pcreg.data.features.input_features`).
 
     refs / srcs: B clouds ``(N_i, 3)`` float32 each (metres). transforms: optional B ``(4, 4)``.
     """
@@ -67,7 +74,7 @@ def collate_pairs(
         neighbor_limits=list(neighbor_limits),
         backend=backend,
     )
-    feats = torch.ones(points.shape[0], 1)
+    feats = compute_input_features(points, lengths, input_features, tuple(fpfh_radii))
     tr = None
     if transforms is not None:
         tr = torch.stack(list(transforms)) if not isinstance(transforms, Tensor) else transforms

@@ -108,6 +108,8 @@ class Registrar:
             num_stages=cfg.num_stages,
             search_radius=cfg.search_radius,
             neighbor_limits=cfg.neighbor_limits,
+            input_features=cfg.input_features,
+            fpfh_radii=cfg.fpfh_radii,
             backend=self.backend,
         ).to(self.device)
         out = self.model(batch.pyramid, batch.feats, len(pairs))

@@ -96,6 +96,8 @@ def _collate(cfg: TrainConfig, items, device):
         num_stages=m.num_stages,
         search_radius=m.search_radius,
         neighbor_limits=m.neighbor_limits,
+        input_features=m.input_features,
+        fpfh_radii=m.fpfh_radii,
         transforms=trs,
     ).to(device)
 

@@ -16,6 +16,10 @@ class GeoTransformerConfig:
     voxel_size: float = 0.025
     num_stages: int = 4
     neighbor_limits: tuple[int, ...] = (38, 36, 36, 38)
+    # per-point input features (pcreg.data.features): "ones" (input_dim 1) or "fpfh"
+    # (input_dim 34: the constant + FPFH with normals / histograms over fpfh_radii metres)
+    input_features: str = "ones"
+    fpfh_radii: tuple[float, float] = (0.1, 0.25)
     # KPConv backbone
     input_dim: int = 1
     init_dim: int = 64

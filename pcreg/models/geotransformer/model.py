@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from pcreg.data.features import INPUT_FEATURE_DIMS
 from pcreg.models.backbones.kpconv.fpn import KPConvFPN
 from pcreg.models.geotransformer.config import GeoTransformerConfig
 from pcreg.models.geotransformer.lgr import local_to_global_registration
@@ -68,6 +69,13 @@ class GeoTransformer(nn.Module):
     def __init__(self, config: GeoTransformerConfig | None = None) -> None:
         super().__init__()
         cfg = config or GeoTransformerConfig()
+        need = INPUT_FEATURE_DIMS.get(cfg.input_features)
+        if need is None or cfg.input_dim != need:
+            raise ValueError(
+                f"input_features={cfg.input_features!r} needs input_dim "
+                f"{need if need is not None else '?'} (one of {sorted(INPUT_FEATURE_DIMS)}), "
+                f"got input_dim={cfg.input_dim}"
+            )
         self.config = cfg
         self.backbone = KPConvFPN(
             cfg.input_dim,
