@@ -66,9 +66,10 @@ class KPConv(nn.Module):
         in-plane distance, and the kernel points are placed in that half-plane
         (:func:`~pcreg.models.backbones.kpconv.kernel_points.cylindrical_kernel_points`). The
         convolution is then blind to the in-plane axes, which on the flat patches that
-        dominate rooms are ill-defined: measured on generated rooms at 2.5 cm, full SHOT frames
-        of corresponding points agree within 15 deg for only 5 % of stage-1 points (sign flips
-        and in-plane swaps), their z axes for 76 %. Must be called before training or loading
+        dominate rooms are ill-defined: measured on generated rooms at 2.5 cm under random
+        rotations, the full SHOT frames of corresponding stage-1 points agree within 15 deg for
+        only 5 % of them (27 % even after allowing axis sign flips and x/y swaps), their z axes
+        for 76 % (docs/training/indoor-experiments.md). Must be called before training or loading
         (the kernel points are a buffer, saved with the weights).
         """
         unit = torch.from_numpy(cylindrical_kernel_points(self.kernel_size))
@@ -97,7 +98,8 @@ class KPConv(nn.Module):
         if self.cylindrical:
             if frames is None:
                 raise ValueError("a cylindrical KPConv needs local frames (rotation_invariant)")
-            rho = rel[..., :2].square().sum(-1).sqrt()
+            # vector_norm's gradient at 0 is 0 (a neighbor on the axis): sqrt's would be inf
+            rho = torch.linalg.vector_norm(rel[..., :2], dim=-1)
             rel = torch.stack([rho, torch.zeros_like(rho), rel[..., 2]], -1)
         kp = self.kernel_points.to(rel.dtype)
         # |rel - kp|² = |rel|² - 2 rel·kp + |kp|² as one GEMM over augmented coordinates;
