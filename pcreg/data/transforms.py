@@ -103,6 +103,10 @@ class AugmentationConfig:
     noise: float = 0.005
     scale: tuple[float, float] | None = None
     crop: float | None = None  # keep fraction for plane cropping of the source, or None
+    # "manhattan": first rotate both clouds into their Manhattan frames, as the orientation
+    # search does at inference (pcreg.geometry.manhattan.canonicalize_pair); then the
+    # rotation above only has to cover that search's residual
+    canonicalize: str | None = None
 
 
 def augment_pair(
@@ -114,6 +118,12 @@ def augment_pair(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One augmented copy of a pair; ``ref = T src`` holds for the result (up to the jitter)."""
     t = np.asarray(transform, np.float64)
+    if cfg.canonicalize == "manhattan":
+        from pcreg.geometry.manhattan import canonicalize_pair
+
+        ref, src, t = canonicalize_pair(ref, src, t, rng=rng)
+    elif cfg.canonicalize is not None:
+        raise ValueError(f"canonicalize must be None or 'manhattan', got {cfg.canonicalize!r}")
     if cfg.scale is not None:
         ref, src, t = scale_pair(ref, src, t, rng.uniform(*cfg.scale))
     if cfg.rotation_deg > 0:

@@ -1,6 +1,13 @@
 """The one inference path: load a registration model, preprocess a pair, run, postprocess.
 
 ``api.register``, ``pcreg evaluate`` and odometry all go through :class:`Registrar`.
+
+Orientation search (``config.orientation_search == "manhattan"``): each cloud is rotated into
+its Manhattan frame (:mod:`pcreg.geometry.manhattan`), which leaves the pair one of the 24
+rotations of a cube (plus a few degrees) apart. The network runs once per cube rotation of the
+source and the hypothesis whose correspondences agree best with its own transform wins (the
+confidence-weighted count within ``acceptance_radius``, the quantity the local-to-global
+refinement already maximises). Only the right hypothesis leaves the network a small rotation.
 """
 
 from __future__ import annotations
@@ -15,12 +22,15 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from pcreg.data.collate import collate_pairs
+from pcreg.data.collate import PairBatch, collate_pairs
 from pcreg.engine.checkpoint import load_checkpoint, save_checkpoint
 from pcreg.errors import CorruptFileError
+from pcreg.geometry.manhattan import CUBE_ROTATIONS, estimate_manhattan_frame
 from pcreg.models.geotransformer import GeoTransformer, GeoTransformerConfig
 
-__all__ = ["Prediction", "Registrar", "save_model_checkpoint"]
+__all__ = ["ORIENTATION_SEARCHES", "Prediction", "Registrar", "save_model_checkpoint"]
+
+ORIENTATION_SEARCHES = ("none", "manhattan")
 
 
 @dataclass
@@ -33,6 +43,29 @@ class Prediction:
     src_corr_points: np.ndarray
     corr_scores: np.ndarray
     time_s: float
+
+    def consensus(self, radius: float) -> float:
+        """Sum of the confidences of the correspondences that ``transform`` maps within
+        ``radius`` metres of their partners: how well the estimate is supported."""
+        if len(self.src_corr_points) == 0:
+            return 0.0
+        moved = self.src_corr_points @ self.transform[:3, :3].T + self.transform[:3, 3]
+        close = np.linalg.norm(moved - self.ref_corr_points, axis=1) < radius
+        return float(self.corr_scores[close].sum())
+
+    def rotated(self, ref_rot: np.ndarray, src_rot: np.ndarray) -> Prediction:
+        """This prediction for the pair ``(ref_rot @ ref, src_rot @ src)`` expressed for the
+        original ``(ref, src)``: ``T <- ref_rot^T T src_rot`` and the points rotated back."""
+        t = np.eye(4)
+        t[:3, :3] = ref_rot.T @ self.transform[:3, :3] @ src_rot
+        t[:3, 3] = ref_rot.T @ self.transform[:3, 3]
+        return Prediction(
+            t,
+            self.ref_corr_points @ ref_rot,
+            self.src_corr_points @ src_rot,
+            self.corr_scores,
+            self.time_s,
+        )
 
 
 def save_model_checkpoint(
@@ -59,6 +92,11 @@ class Registrar:
         device: str | torch.device = "cpu",
         neighbor_backend: str = "auto",
     ) -> None:
+        if model.config.orientation_search not in ORIENTATION_SEARCHES:
+            raise ValueError(
+                f"orientation_search must be one of {ORIENTATION_SEARCHES}, "
+                f"got {model.config.orientation_search!r}"
+            )
         self.model = model.to(device).eval()
         self.device = torch.device(device)
         self.backend = neighbor_backend
@@ -93,15 +131,65 @@ class Registrar:
         """Register one pair: ``ref (M, 3)``, ``src (N, 3)`` in metres."""
         return self.batch([(ref, src)])[0]
 
-    @torch.no_grad()
     def batch(self, pairs: Sequence[tuple[np.ndarray, np.ndarray]]) -> list[Prediction]:
         """Register several ``(ref, src)`` pairs in one forward pass (one pyramid over all
-        clouds). Each prediction's ``time_s`` is the whole batch's wall time."""
+        clouds). Each prediction's ``time_s`` is the whole batch's wall time. With the
+        Manhattan orientation search each pair is searched on its own (24 hypotheses) and
+        ``time_s`` is that pair's search time."""
+        if self.config.orientation_search == "manhattan":
+            return [self.search(ref, src) for ref, src in pairs]
+        return self.forward(pairs)
+
+    def search(self, ref: np.ndarray, src: np.ndarray) -> Prediction:
+        """Manhattan orientation search for one pair (see the module docstring)."""
+        start = time.perf_counter()
+        voxel = max(0.05, 2.0 * self.config.voxel_size)
+        ref_rot = estimate_manhattan_frame(ref, voxel=voxel).rotation
+        src_rot = estimate_manhattan_frame(src, voxel=voxel).rotation
+        ref_c = np.asarray(ref, np.float64) @ ref_rot.T
+        src_c = np.asarray(src, np.float64) @ src_rot.T
+        preds = self.hypotheses(ref_c, src_c, CUBE_ROTATIONS)
+        scores = [p.consensus(self.config.acceptance_radius) for p in preds]
+        best = int(np.argmax(scores))
+        out = preds[best].rotated(ref_rot, CUBE_ROTATIONS[best] @ src_rot)
+        out.time_s = time.perf_counter() - start
+        return out
+
+    @torch.no_grad()
+    def hypotheses(
+        self, ref: np.ndarray, src: np.ndarray, rotations: np.ndarray
+    ) -> list[Prediction]:
+        """The network on ``(ref, rot @ src)`` for every ``rot`` of ``rotations (H, 3, 3)``.
+
+        The pair is voxelised and its neighbor pyramid built once: rotating a pyramid's
+        points gives a valid pyramid of the rotated cloud (same neighbors, a rotated voxel
+        grid), so each hypothesis costs only the network. Input features must not change
+        under rotation (ones, or FPFH with centroid-oriented normals)."""
+        batch = self._collate([(ref, src)])
+        n_ref = [int(n[0]) for n in batch.pyramid.lengths]
+        preds = []
+        for rot in np.asarray(rotations):
+            r = torch.as_tensor(rot, dtype=torch.float32, device=self.device)
+            points = [
+                torch.cat([p[:k], p[k:] @ r.T], 0)
+                for p, k in zip(batch.pyramid.points, n_ref, strict=True)
+            ]
+            pyramid = batch.pyramid._replace(points=points)
+            preds += self._run(PairBatch(pyramid, batch.feats, 1), time.perf_counter())
+        return preds
+
+    @torch.no_grad()
+    def forward(self, pairs: Sequence[tuple[np.ndarray, np.ndarray]]) -> list[Prediction]:
+        """The network on ``(ref, src)`` pairs as given (no orientation search), in one
+        batch."""
         if not pairs:
             return []
-        cfg = self.config
         start = time.perf_counter()
-        batch = collate_pairs(
+        return self._run(self._collate(pairs), start)
+
+    def _collate(self, pairs: Sequence[tuple[np.ndarray, np.ndarray]]) -> PairBatch:
+        cfg = self.config
+        return collate_pairs(
             [torch.as_tensor(np.asarray(r, np.float32)) for r, _ in pairs],
             [torch.as_tensor(np.asarray(s, np.float32)) for _, s in pairs],
             voxel_size=cfg.voxel_size,
@@ -112,7 +200,11 @@ class Registrar:
             fpfh_radii=cfg.fpfh_radii,
             backend=self.backend,
         ).to(self.device)
-        out = self.model(batch.pyramid, batch.feats, len(pairs))
+
+    def _run(self, batch: PairBatch, start: float) -> list[Prediction]:
+        """Predictions of a collated batch; ``time_s`` counts from ``start``."""
+        b = batch.batch_size
+        out = self.model(batch.pyramid, batch.feats, b)
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
         elapsed = time.perf_counter() - start
@@ -125,5 +217,5 @@ class Registrar:
                 f64(out.corr_scores[i]),
                 elapsed,
             )
-            for i in range(len(pairs))
+            for i in range(b)
         ]

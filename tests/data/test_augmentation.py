@@ -72,3 +72,24 @@ def test_crop_and_determinism(rng):
     assert all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
     with pytest.raises(ValueError, match="axis"):
         random_rotation_matrix(rng, axis="x")
+
+
+def test_manhattan_canonicalization_leaves_a_small_rotation_and_the_ground_truth(room_pair):
+    src, ref, t = room_pair  # the source was moved by a large random motion
+    assert np.degrees(np.arccos((np.trace(t[:3, :3]) - 1) / 2)) > 20.0
+    cfg = AugmentationConfig(rotation_deg=10.0, noise=0.0, canonicalize="manhattan")
+    r2, s2, t2 = augment_pair(ref, src, t, cfg, np.random.default_rng(2))
+    angle = np.degrees(np.arccos(np.clip((np.trace(t2[:3, :3]) - 1) / 2, -1, 1)))
+    assert angle < 10.0 + 3.0  # the augmentation's rotation plus the frames' residual
+    # as many moved source points land on a reference point as under the original truth
+    from scipy.spatial import cKDTree
+
+    def overlap(r, s, tr):
+        return np.mean(cKDTree(r).query(s @ tr[:3, :3].T + tr[:3, 3])[0] < 0.05)
+
+    before = overlap(ref, src, t)
+    assert before > 0.3
+    assert overlap(r2, s2, t2) == pytest.approx(before, abs=0.02)
+    with pytest.raises(ValueError, match="canonicalize"):
+        bad = AugmentationConfig(canonicalize="gravity")
+        augment_pair(ref, src, t, bad, np.random.default_rng(0))

@@ -55,6 +55,11 @@ class GeoTransformerConfig:
     acceptance_radius: float = 0.1
     min_correspondences: int = 3
     refinement_steps: int = 5
+    # inference only (pcreg.engine.inference.Registrar): "none", or "manhattan": rotate each
+    # cloud into its Manhattan frame (pcreg.geometry.manhattan) and try the 24 cube rotations
+    # of the source, keeping the one whose correspondences agree best. It lets a model trained
+    # on small rotations register room scans under any rotation, at 24 forward passes a pair.
+    orientation_search: str = "none"
 
     @property
     def search_radius(self) -> float:

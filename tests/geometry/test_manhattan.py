@@ -1,0 +1,158 @@
+"""Manhattan frames: the cube group, the frame of a rotated room, pair canonicalisation, and the
+Registrar's orientation search (with an oracle standing in for a small-rotation network)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.spatial.transform import Rotation
+
+from pcreg.engine.inference import Prediction, Registrar
+from pcreg.geometry.manhattan import (
+    CUBE_ROTATIONS,
+    canonicalize_pair,
+    estimate_manhattan_frame,
+)
+
+
+def _angle_deg(r: np.ndarray) -> np.ndarray:
+    cos = (np.trace(r, axis1=-2, axis2=-1) - 1.0) / 2.0
+    return np.degrees(np.arccos(np.clip(cos, -1.0, 1.0)))
+
+
+def _to_cube_deg(r: np.ndarray) -> float:
+    """Angle (deg) from ``r (3, 3)`` to the nearest cube rotation."""
+    return float(_angle_deg(np.einsum("ij,gkj->gik", r, CUBE_ROTATIONS)).min())
+
+
+def test_cube_rotations_form_the_rotation_group_of_the_cube():
+    assert CUBE_ROTATIONS.shape == (24, 3, 3)
+    np.testing.assert_allclose(CUBE_ROTATIONS[0], np.eye(3))
+    np.testing.assert_allclose(np.linalg.det(CUBE_ROTATIONS), 1.0)
+    keys = {m.astype(int).tobytes() for m in CUBE_ROTATIONS}
+    assert len(keys) == 24  # distinct
+    for a in CUBE_ROTATIONS[::5]:  # closed under products
+        for b in CUBE_ROTATIONS[::3]:
+            assert (a @ b).astype(int).tobytes() in keys
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_frame_of_a_rotated_room_is_its_axes_up_to_a_cube_rotation(room_pair, seed):
+    _, ref, _ = room_pair  # the demo room's crop: floor, walls, boxes, axis-aligned
+    rot = Rotation.random(random_state=seed).as_matrix()
+    frame = estimate_manhattan_frame(ref @ rot.T)
+    # frame.rotation @ rot maps the room's own axes onto the frame's: a cube rotation
+    assert _to_cube_deg(frame.rotation @ rot) < 2.0
+    assert np.linalg.det(frame.rotation) == pytest.approx(1.0)
+    assert frame.support[0] >= frame.support[1] > 0.1  # floor / walls carry the most normals
+
+
+def test_frame_fails_loudly_on_too_few_points():
+    with pytest.raises(ValueError, match="too few points"):
+        estimate_manhattan_frame(np.zeros((5, 3)))
+
+
+def test_canonicalized_pair_is_a_small_rotation_apart_and_keeps_the_ground_truth(room_pair):
+    src, ref, gt = room_pair
+    rot = Rotation.random(random_state=7).as_matrix()
+    src_r = (src @ rot.T).astype(np.float32)  # any rotation of the source
+    gt_r = gt.copy()
+    gt_r[:3, :3] = gt[:3, :3] @ rot.T
+    assert _angle_deg(gt_r[:3, :3]) > 20.0
+    ref_c, src_c, t = canonicalize_pair(ref, src_r, gt_r, rng=np.random.default_rng(0))
+    assert ref_c.dtype == ref.dtype and src_c.dtype == np.float32
+    assert _angle_deg(t[:3, :3]) < 3.0  # only the estimates' residual is left
+    # ref' = T' src' for the moved points: compare with the original ground truth
+    moved = src_c.astype(np.float64) @ t[:3, :3].T + t[:3, 3]
+    want = src_r.astype(np.float64) @ gt_r[:3, :3].T + gt_r[:3, 3]  # in ref's frame
+    frame_ref = np.linalg.lstsq(ref.astype(np.float64), ref_c.astype(np.float64), rcond=None)[0]
+    np.testing.assert_allclose(moved, want @ frame_ref, atol=1e-3)
+    # the reference is axis-aligned (its Manhattan axes are the coordinate axes)
+    assert _to_cube_deg(estimate_manhattan_frame(ref_c).rotation) < 2.0
+
+
+class _SmallRotationOracle(Registrar):
+    """Stands in for a network trained on small rotations: given the clouds' point-by-point
+    correspondence (the pair shares its points), it returns the exact transform with those
+    correspondences when the source is within 20 deg of the reference, else a wrong guess
+    whose correspondences disagree with it."""
+
+    def __init__(self, src_index: np.ndarray, acceptance_radius: float = 0.1) -> None:
+        from pcreg.models.geotransformer import GeoTransformerConfig
+
+        self._config = GeoTransformerConfig(
+            orientation_search="manhattan", acceptance_radius=acceptance_radius
+        )
+        self.src_index = src_index
+        self.calls = 0
+
+    @property
+    def config(self):
+        return self._config
+
+    def hypotheses(self, ref, src_c, rotations):
+        import torch
+
+        from pcreg.geometry import weighted_procrustes
+
+        preds = []
+        for rot in rotations:
+            src = src_c @ rot.T
+            self.calls += 1
+            r, s = ref[: len(self.src_index)], src[self.src_index]
+            t = weighted_procrustes(
+                torch.from_numpy(s), torch.from_numpy(r), torch.ones(len(r), dtype=torch.float64)
+            ).numpy()
+            if _angle_deg(t[:3, :3]) > 20.0:  # out of its range: a confident wrong answer
+                t = np.eye(4)
+                t[:3, 3] = r.mean(0) - s.mean(0)
+            preds.append(Prediction(t, r, s, np.ones(len(r)), 0.0))
+        return preds
+
+
+def test_orientation_search_recovers_any_rotation_with_a_small_rotation_model(room_pair):
+    _, ref, _ = room_pair
+    ref = ref.astype(np.float64)
+    n = len(ref)
+    rng = np.random.default_rng(3)
+    for seed in range(4):
+        rot = Rotation.random(random_state=seed).as_matrix()
+        gt = np.eye(4)
+        gt[:3, :3], gt[:3, 3] = rot.T, rng.uniform(-1, 1, 3)
+        # source: the reference moved by gt^-1 and shuffled; index maps source -> reference
+        perm = rng.permutation(n)
+        src = (ref[perm] - gt[:3, 3]) @ gt[:3, :3]
+        oracle = _SmallRotationOracle(np.argsort(perm))
+        pred = oracle.batch([(ref, src)])[0]
+        assert oracle.calls == 24
+        np.testing.assert_allclose(pred.transform, gt, atol=1e-6)
+        # correspondences come back in the caller's frames
+        np.testing.assert_allclose(pred.ref_corr_points, ref, atol=1e-9)
+        np.testing.assert_allclose(pred.src_corr_points, src[np.argsort(perm)], atol=1e-9)
+
+
+def test_hypotheses_rotate_the_source_of_one_shared_pyramid(tiny_checkpoint, room_pair):
+    src, ref, _ = room_pair
+    reg = Registrar.from_checkpoint(tiny_checkpoint)
+    rots = CUBE_ROTATIONS[[0, 5]]
+    same, turned = reg.hypotheses(ref, src, rots)
+    # the identity hypothesis is exactly the plain forward pass
+    plain = reg.forward([(ref, src)])[0]
+    np.testing.assert_allclose(same.transform, plain.transform, atol=1e-5)
+    np.testing.assert_allclose(same.src_corr_points, plain.src_corr_points, atol=1e-5)
+    # the other hypothesis saw the rotated source: its correspondences lie on it
+    from scipy.spatial import cKDTree
+
+    on_rotated = cKDTree(src @ rots[1].T).query(turned.src_corr_points)[0]
+    assert len(on_rotated) > 0 and np.median(on_rotated) < 0.05
+    assert np.median(cKDTree(src).query(turned.src_corr_points)[0]) > 0.1
+
+
+def test_consensus_counts_the_confidence_of_agreeing_correspondences():
+    pts = np.arange(12, dtype=np.float64).reshape(4, 3)
+    moved = pts + np.array([[0, 0, 0], [0, 0, 0.05], [0, 0, 0.5], [3, 0, 0]])
+    pred = Prediction(np.eye(4), moved, pts, np.array([0.5, 0.25, 1.0, 1.0]), 0.0)
+    assert pred.consensus(0.1) == pytest.approx(0.75)
+    assert pred.consensus(1.0) == pytest.approx(1.75)
+    empty = Prediction(np.eye(4), np.zeros((0, 3)), np.zeros((0, 3)), np.zeros(0), 0.0)
+    assert empty.consensus(0.1) == 0.0
