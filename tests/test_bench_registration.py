@@ -64,6 +64,11 @@ def test_table_marks_missing_methods_and_counts():
     assert "| g | 1 | 100% (1/1)" in table and "| h | 1 | 100% (1/1)" in table and "n/a" in table
 
 
+def test_a_method_may_report_its_own_time():
+    outcomes = run_cases([_case("indoor")], {"timed": lambda s, r, setting: (np.eye(4), 12.5)})
+    assert outcomes[0].success and outcomes[0].time_s == 12.5
+
+
 def test_real_cases_move_the_source_and_keep_the_ground_truth_consistent(shared_data):
     from pcreg.bench.real_pairs import real_pairs
     from pcreg.io import read_points
