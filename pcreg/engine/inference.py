@@ -28,9 +28,7 @@ from pcreg.errors import CorruptFileError
 from pcreg.geometry.manhattan import CUBE_ROTATIONS, estimate_manhattan_frame
 from pcreg.models.geotransformer import GeoTransformer, GeoTransformerConfig
 
-__all__ = ["ORIENTATION_SEARCHES", "Prediction", "Registrar", "save_model_checkpoint"]
-
-ORIENTATION_SEARCHES = ("none", "manhattan")
+__all__ = ["Prediction", "Registrar", "save_model_checkpoint"]
 
 
 @dataclass
@@ -92,11 +90,6 @@ class Registrar:
         device: str | torch.device = "cpu",
         neighbor_backend: str = "auto",
     ) -> None:
-        if model.config.orientation_search not in ORIENTATION_SEARCHES:
-            raise ValueError(
-                f"orientation_search must be one of {ORIENTATION_SEARCHES}, "
-                f"got {model.config.orientation_search!r}"
-            )
         self.model = model.to(device).eval()
         self.device = torch.device(device)
         self.backend = neighbor_backend

@@ -156,3 +156,10 @@ def test_consensus_counts_the_confidence_of_agreeing_correspondences():
     assert pred.consensus(1.0) == pytest.approx(1.75)
     empty = Prediction(np.eye(4), np.zeros((0, 3)), np.zeros((0, 3)), np.zeros(0), 0.0)
     assert empty.consensus(0.1) == 0.0
+
+
+def test_an_unknown_orientation_search_is_refused_when_the_model_is_built():
+    from pcreg.models.geotransformer import GeoTransformer, GeoTransformerConfig
+
+    with pytest.raises(ValueError, match="orientation_search"):
+        GeoTransformer(GeoTransformerConfig(orientation_search="gravity"))

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-__all__ = ["GeoTransformerConfig", "kitti_config", "threedmatch_config"]
+__all__ = ["ORIENTATION_SEARCHES", "GeoTransformerConfig", "kitti_config", "threedmatch_config"]
+
+#: values of ``GeoTransformerConfig.orientation_search``
+ORIENTATION_SEARCHES = ("none", "manhattan")
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from torch import Tensor, nn
 
 from pcreg.data.features import INPUT_FEATURE_DIMS
 from pcreg.models.backbones.kpconv.fpn import KPConvFPN
-from pcreg.models.geotransformer.config import GeoTransformerConfig
+from pcreg.models.geotransformer.config import ORIENTATION_SEARCHES, GeoTransformerConfig
 from pcreg.models.geotransformer.lgr import local_to_global_registration
 from pcreg.models.geotransformer.optimal_transport import LearnableLogOptimalTransport
 from pcreg.models.geotransformer.point_matching import mutual_topk_correspondences
@@ -75,6 +75,11 @@ class GeoTransformer(nn.Module):
                 f"input_features={cfg.input_features!r} needs input_dim "
                 f"{need if need is not None else '?'} (one of {sorted(INPUT_FEATURE_DIMS)}), "
                 f"got input_dim={cfg.input_dim}"
+            )
+        if cfg.orientation_search not in ORIENTATION_SEARCHES:
+            raise ValueError(
+                f"orientation_search must be one of {ORIENTATION_SEARCHES}, "
+                f"got {cfg.orientation_search!r}"
             )
         self.config = cfg
         self.backbone = KPConvFPN(
