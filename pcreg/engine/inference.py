@@ -156,10 +156,12 @@ class Registrar:
 
         The pair is voxelised and its neighbor pyramid built once: rotating a pyramid's
         points gives a valid pyramid of the rotated cloud (same neighbors, a rotated voxel
-        grid), so each hypothesis costs only the network. Input features must not change
+        grid), so each hypothesis costs only the network, and the reference's backbone
+        features are computed once (``reference_cache``). Input features must not change
         under rotation (ones, or FPFH with centroid-oriented normals)."""
         batch = self._collate([(ref, src)])
         n_ref = [int(n[0]) for n in batch.pyramid.lengths]
+        cache: dict = {}
         preds = []
         for rot in np.asarray(rotations):
             r = torch.as_tensor(rot, dtype=torch.float32, device=self.device)
@@ -168,7 +170,7 @@ class Registrar:
                 for p, k in zip(batch.pyramid.points, n_ref, strict=True)
             ]
             pyramid = batch.pyramid._replace(points=points)
-            preds += self._run(PairBatch(pyramid, batch.feats, 1), time.perf_counter())
+            preds += self._run(PairBatch(pyramid, batch.feats, 1), time.perf_counter(), cache)
         return preds
 
     @torch.no_grad()
@@ -194,10 +196,12 @@ class Registrar:
             backend=self.backend,
         ).to(self.device)
 
-    def _run(self, batch: PairBatch, start: float) -> list[Prediction]:
+    def _run(
+        self, batch: PairBatch, start: float, reference_cache: dict | None = None
+    ) -> list[Prediction]:
         """Predictions of a collated batch; ``time_s`` counts from ``start``."""
         b = batch.batch_size
-        out = self.model(batch.pyramid, batch.feats, b)
+        out = self.model(batch.pyramid, batch.feats, b, reference_cache=reference_cache)
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
         elapsed = time.perf_counter() - start

@@ -29,7 +29,13 @@ from torch import Tensor
 from pcreg.ops.grid_subsample import grid_subsample
 from pcreg.ops.neighbors import radius_search
 
-__all__ = ["Pyramid", "build_pyramid", "calibrate_neighbor_limits", "subsample_stages"]
+__all__ = [
+    "Pyramid",
+    "build_pyramid",
+    "calibrate_neighbor_limits",
+    "pyramid_items",
+    "subsample_stages",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -131,6 +137,46 @@ def build_pyramid(
                 ).indices
             )
     return Pyramid(pts, lens, neighbors, subsampling, upsampling)
+
+
+def _reindex(indices: Tensor, offset: int, count: int, total: int) -> Tensor:
+    """Indices into a packed stage of ``total`` rows -> into its rows ``offset:offset+count``;
+    the shadow index ``total`` becomes the new shadow ``count``."""
+    return torch.where(indices >= total, count, indices - offset)
+
+
+def pyramid_items(pyramid: Pyramid, start: int, stop: int) -> Pyramid:
+    """The pyramid of batch items ``start:stop`` alone, as :func:`build_pyramid` would have built
+    it for them (neighbors never cross items, so slicing rows and shifting indices is exact;
+    index tensors keep the batch's width, the extra columns all shadow).
+
+    Args:
+        pyramid: a packed pyramid over ``B`` items.
+        start, stop: the item range, ``0 <= start < stop <= B``.
+    """
+    num_items = pyramid.lengths[0].numel()
+    if not 0 <= start < stop <= num_items:
+        raise ValueError(f"items {start}:{stop} out of a pyramid of {num_items}")
+    offsets, counts, totals = [], [], []
+    for lens in pyramid.lengths:
+        offsets.append(int(lens[:start].sum()))
+        counts.append(int(lens[start:stop].sum()))
+        totals.append(int(lens.sum()))
+
+    def rows(t: Tensor, i: int) -> Tensor:
+        return t[offsets[i] : offsets[i] + counts[i]]
+
+    def into(t: Tensor, i: int) -> Tensor:
+        return _reindex(t, offsets[i], counts[i], totals[i])
+
+    stages = range(len(pyramid.points))
+    return Pyramid(
+        points=[rows(pyramid.points[i], i) for i in stages],
+        lengths=[lens[start:stop] for lens in pyramid.lengths],
+        neighbors=[into(rows(pyramid.neighbors[i], i), i) for i in stages],
+        subsampling=[into(rows(t, i + 1), i) for i, t in enumerate(pyramid.subsampling)],
+        upsampling=[into(rows(t, i), i + 1) for i, t in enumerate(pyramid.upsampling)],
+    )
 
 
 def calibrate_neighbor_limits(

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 from scipy.spatial.transform import Rotation
 
+from pcreg.data.collate import PairBatch
 from pcreg.engine.inference import Prediction, Registrar
 from pcreg.geometry.manhattan import (
     CUBE_ROTATIONS,
@@ -146,6 +148,14 @@ def test_hypotheses_rotate_the_source_of_one_shared_pyramid(tiny_checkpoint, roo
     on_rotated = cKDTree(src @ rots[1].T).query(turned.src_corr_points)[0]
     assert len(on_rotated) > 0 and np.median(on_rotated) < 0.05
     assert np.median(cKDTree(src).query(turned.src_corr_points)[0]) > 0.1
+    # and it equals the network run from scratch (no cached reference features) on that pyramid
+    batch = reg._collate([(ref, src)])
+    k = [int(n[0]) for n in batch.pyramid.lengths]
+    r = torch.as_tensor(rots[1], dtype=torch.float32)
+    points = [torch.cat([p[:n], p[n:] @ r.T]) for p, n in zip(batch.pyramid.points, k, strict=True)]
+    scratch = reg._run(PairBatch(batch.pyramid._replace(points=points), batch.feats, 1), 0.0)[0]
+    np.testing.assert_allclose(turned.transform, scratch.transform, atol=1e-5)
+    np.testing.assert_allclose(turned.corr_scores, scratch.corr_scores, atol=1e-5)
 
 
 def test_consensus_counts_the_confidence_of_agreeing_correspondences():

@@ -81,3 +81,36 @@ def test_calibration_on_tiny_clouds_is_never_zero():
     assert calibrate_neighbor_limits(tiny, num_stages=4, voxel_size=0.025, radius=0.0625) == [1] * 4
     with pytest.raises(ValueError, match="at least one sample"):
         calibrate_neighbor_limits([], num_stages=2, voxel_size=0.1, radius=0.2)
+
+
+def _valid_rows(index: torch.Tensor, shadow: int) -> list[list[int]]:
+    return [[int(v) for v in row if v < shadow] for row in index]
+
+
+def test_pyramid_items_equals_the_pyramid_built_for_those_items_alone(gen):
+    from pcreg.ops.pyramid import pyramid_items
+
+    clouds = [surface_cloud(gen, 2000, 1.5), surface_cloud(gen), surface_cloud(gen, 2500, 1.8)]
+    kw = dict(num_stages=4, voxel_size=0.025, radius=0.0625, neighbor_limits=[20, 25, 30, 35])
+    joint = build_pyramid(torch.cat(clouds), torch.tensor([len(c) for c in clouds]), **kw)
+    for start, stop in [(0, 1), (1, 3), (2, 3)]:
+        part = pyramid_items(joint, start, stop)
+        alone = build_pyramid(
+            torch.cat(clouds[start:stop]),
+            torch.tensor([len(c) for c in clouds[start:stop]]),
+            **kw,
+        )
+        for i in range(4):
+            n_i = alone.points[i].shape[0]
+            assert torch.equal(part.points[i], alone.points[i])
+            assert torch.equal(part.lengths[i], alone.lengths[i])
+            assert int(part.neighbors[i].max()) <= n_i  # the shadow is re-based too
+            assert _valid_rows(part.neighbors[i], n_i) == _valid_rows(alone.neighbors[i], n_i)
+        for i in range(3):
+            n_i, n_next = alone.points[i].shape[0], alone.points[i + 1].shape[0]
+            assert _valid_rows(part.subsampling[i], n_i) == _valid_rows(alone.subsampling[i], n_i)
+            assert _valid_rows(part.upsampling[i], n_next) == _valid_rows(
+                alone.upsampling[i], n_next
+            )
+    with pytest.raises(ValueError, match="out of a pyramid of 3"):
+        pyramid_items(joint, 2, 4)

@@ -25,7 +25,7 @@ from pcreg.models.geotransformer.superpoint_matching import superpoint_matching
 from pcreg.models.geotransformer.transformer import GeometricTransformer
 from pcreg.ops.packing import lengths_to_offsets, packed_to_padded
 from pcreg.ops.partition import Patches, partition_pair_batch
-from pcreg.ops.pyramid import Pyramid
+from pcreg.ops.pyramid import Pyramid, pyramid_items
 
 __all__ = ["GeoTransformer", "Patches", "RegistrationOutput"]  # Patches re-exported
 
@@ -107,12 +107,25 @@ class GeoTransformer(nn.Module):
         )
         self.optimal_transport = LearnableLogOptimalTransport(cfg.sinkhorn_iterations)
 
+    def _backbone_reusing_references(
+        self, pyramid: Pyramid, feats: Tensor, b: int, cache: dict
+    ) -> tuple[Tensor, Tensor]:
+        """The backbone's ``(coarse, fine)`` with the first ``b`` items (references) from
+        ``cache`` (filled on the first call) and the sources computed now."""
+        n_ref = int(pyramid.lengths[0][:b].sum())
+        if "features" not in cache:
+            cache["features"] = self.backbone(feats[:n_ref], pyramid_items(pyramid, 0, b))
+        coarse_ref, fine_ref = cache["features"]
+        coarse_src, fine_src = self.backbone(feats[n_ref:], pyramid_items(pyramid, b, 2 * b))
+        return torch.cat([coarse_ref, coarse_src], 0), torch.cat([fine_ref, fine_src], 0)
+
     def forward(
         self,
         pyramid: Pyramid,
         feats: Tensor,
         batch_size: int,
         node_correspondences: list[tuple[Tensor, Tensor]] | None = None,
+        reference_cache: dict | None = None,
     ) -> RegistrationOutput:
         """Register ``batch_size`` pairs.
 
@@ -128,7 +141,10 @@ class GeoTransformer(nn.Module):
             raise ValueError(
                 f"the pyramid holds {pyramid.lengths[0].numel()} clouds, expected 2 x {b}"
             )
-        coarse, fine = self.backbone(feats, pyramid)
+        if reference_cache is None:
+            coarse, fine = self.backbone(feats, pyramid)
+        else:
+            coarse, fine = self._backbone_reusing_references(pyramid, feats, b, reference_cache)
         lens_c = pyramid.lengths[-1]
         pts_c, valid_c = packed_to_padded(pyramid.points[-1], lens_c)
         feats_c, _ = packed_to_padded(coarse, lens_c)
