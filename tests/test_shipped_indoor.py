@@ -9,16 +9,13 @@ shipped file, its loading path, the orientation search and the demo honest.
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 import torch
 
 import pcreg
-from pcreg.bench.real_pairs import real_pairs
-from pcreg.bench.registration import _moved, is_success
+from pcreg.bench.registration import is_success, real_cases
 from pcreg.demo import resolve_defaults, synthetic_demo_pair
 from pcreg.engine.checkpoint import load_checkpoint
-from pcreg.io import read_points
 from pcreg.weights import WEIGHTS_DIR
 
 INDOOR = WEIGHTS_DIR / "indoor.pt"
@@ -50,17 +47,13 @@ def test_shipped_indoor_registers_the_demo_room():
 
 @pytest.mark.data
 def test_shipped_indoor_registers_real_3dmatch_from_any_rotation(shared_data):
-    pairs = [p for p in real_pairs(shared_data) if p.setting == "indoor"]
-    if not pairs:
+    cases = [c for c in real_cases(shared_data, draws=2, seed=2026) if c.setting == "indoor"]
+    if not cases:
         pytest.skip("3DMatch pairs absent from shared data")
-    g = torch.Generator().manual_seed(2026)
-    results = []
-    for p in pairs:
-        src, ref = read_points(p.src), read_points(p.ref)
-        for _ in range(2):
-            case = _moved(p.name, "indoor", src, ref, np.asarray(p.gt), g)
-            est = pcreg.register(case.src, case.ref, model="indoor").transform
-            results.append((p.name, *is_success(case, est)))
+    results = [
+        (c.group, *is_success(c, pcreg.register(c.src, c.ref, model="indoor").transform))
+        for c in cases
+    ]
     failures = [r for r in results if not r[1]]
     assert not failures, failures
     assert max(r[2] for r in results) < 10.0  # RRE, degrees: a wrong hypothesis is >= 90

@@ -9,15 +9,12 @@ its loading path and the inference path honest.
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 import torch
 
 import pcreg
-from pcreg.bench.real_pairs import real_pairs
-from pcreg.bench.registration import _moved, is_success
+from pcreg.bench.registration import is_success, real_cases
 from pcreg.engine.checkpoint import load_checkpoint
-from pcreg.io import read_points
 from pcreg.weights import WEIGHTS_DIR
 
 OUTDOOR = WEIGHTS_DIR / "outdoor.pt"
@@ -36,17 +33,13 @@ def test_shipped_outdoor_file_is_compact_half_precision_with_provenance():
 
 @pytest.mark.data
 def test_shipped_outdoor_registers_real_kitti_from_any_yaw(shared_data):
-    pairs = [p for p in real_pairs(shared_data) if p.setting == "outdoor"]
-    if not pairs:
+    cases = [c for c in real_cases(shared_data, draws=2, seed=2026) if c.setting == "outdoor"]
+    if not cases:
         pytest.skip("KITTI pairs absent from shared data")
-    g = torch.Generator().manual_seed(2026)
-    results = []
-    for p in pairs:
-        src, ref = read_points(p.src), read_points(p.ref)
-        for _ in range(2):
-            case = _moved(p.name, "outdoor", src, ref, np.asarray(p.gt), g)
-            est = pcreg.register(case.src, case.ref, model="outdoor").transform
-            results.append((p.name, *is_success(case, est)))
+    results = [
+        (c.group, *is_success(c, pcreg.register(c.src, c.ref, model="outdoor").transform))
+        for c in cases
+    ]
     failures = [r for r in results if not r[1]]
     assert not failures, failures
     assert max(r[3] for r in results) < 0.3  # RTE, metres: well inside the bound
