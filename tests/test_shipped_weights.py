@@ -1,4 +1,5 @@
-"""The shipped weights on the real pairs of ``../shared/data``, through the public API, no ICP,
+"""The shipped weights: compact float16 files described by their model cards, and how they do
+on the real pairs of ``../shared/data``, through the public API, no ICP,
 under the weights issue's random motions (``pcreg.bench.registration.real_cases``: indoor a
 uniform rotation and up to 1 m, outdoor any yaw and up to 10 m horizontally), two draws per
 pair. The 10-draw figures, with FPFH + RANSAC beside them, are in BENCHMARKS.md.
@@ -12,9 +13,30 @@ inside that.
 from __future__ import annotations
 
 import pytest
+import torch
 
 import pcreg
 from pcreg.bench.registration import real_cases, run_cases
+from pcreg.engine.checkpoint import load_checkpoint
+from pcreg.weights import WEIGHTS_DIR
+
+
+@pytest.mark.parametrize(
+    ("model", "expected"),
+    [
+        ("indoor", {"voxel_size": 0.05, "num_stages": 4, "orientation_search": "manhattan"}),
+        ("outdoor", {"voxel_size": 0.3, "num_stages": 5, "orientation_search": "none"}),
+    ],
+)
+def test_shipped_file_is_compact_half_precision_with_provenance(model, expected):
+    path = WEIGHTS_DIR / f"{model}.pt"
+    assert path.stat().st_size <= 25 * 2**20
+    ckpt = load_checkpoint(path, kind="geotransformer")
+    floats = [v for v in ckpt["model"].values() if v.is_floating_point()]
+    assert floats and all(v.dtype == torch.float16 for v in floats)
+    assert {k: ckpt["config"].get(k, "none") for k in expected} == pytest.approx(expected)
+    card = (WEIGHTS_DIR / f"{model}.md").read_text()
+    assert f"step {ckpt['step']}" in card  # the model card describes this very file
 
 
 @pytest.mark.data
