@@ -253,9 +253,11 @@ def format_pipeline_tables(results: dict, command: str) -> str:
     if nets:
         lines += [
             "",
-            "Where the network's median call goes (seconds):",
+            "Where the network's median call goes (seconds; preprocess = voxel grids and neighbor "
+            "pyramid, and for a Manhattan-search model its frames and hypothesis ranking; "
+            "backbone to matching summed over the hypotheses run):",
             "",
-            "| pair | model | read + checks | subsample + neighbors | backbone | transformer | "
+            "| pair | model | read + checks | preprocess | backbone | transformer | "
             "optimal transport | matching + LGR | total |",
             "|---|---|---:|---:|---:|---:|---:|---:|---:|",
         ]

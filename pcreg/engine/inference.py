@@ -13,6 +13,7 @@ refinement already maximises). Only the right hypothesis leaves the network a sm
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import time
 from collections.abc import Sequence
@@ -25,10 +26,13 @@ import torch
 from pcreg.data.collate import PairBatch, collate_pairs
 from pcreg.engine.checkpoint import load_checkpoint, save_checkpoint
 from pcreg.errors import CorruptFileError
+from pcreg.geometry.cube_ranking import cube_hypothesis_scores
 from pcreg.geometry.manhattan import CUBE_ROTATIONS, estimate_manhattan_frame
 from pcreg.models.geotransformer import GeoTransformer, GeoTransformerConfig
 
 __all__ = ["Prediction", "Registrar", "save_model_checkpoint"]
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -134,18 +138,41 @@ class Registrar:
         return self.forward(pairs)
 
     def search(self, ref: np.ndarray, src: np.ndarray) -> Prediction:
-        """Manhattan orientation search for one pair (see the module docstring)."""
+        """Manhattan orientation search for one pair (see the module docstring). With
+        ``config.orientation_keep > 0`` the 24 cube hypotheses are first ranked without the
+        network (:func:`pcreg.geometry.cube_ranking.cube_hypothesis_scores`) and only those
+        scoring at least ``orientation_keep`` x the best are run, best first."""
         start = time.perf_counter()
-        voxel = max(0.05, 2.0 * self.config.voxel_size)
-        ref_rot = estimate_manhattan_frame(ref, voxel=voxel).rotation
-        src_rot = estimate_manhattan_frame(src, voxel=voxel).rotation
+        cfg = self.config
+        # the frame voxel of the training pairs' canonicalisation (canonicalize_pair)
+        voxel = max(0.05, cfg.voxel_size)
+        f_ref = estimate_manhattan_frame(ref, voxel=voxel)
+        f_src = estimate_manhattan_frame(src, voxel=voxel)
+        ref_rot, src_rot = f_ref.rotation, f_src.rotation
         ref_c = np.asarray(ref, np.float64) @ ref_rot.T
         src_c = np.asarray(src, np.float64) @ src_rot.T
-        preds = self.hypotheses(ref_c, src_c, CUBE_ROTATIONS)
-        scores = [p.consensus(self.config.acceptance_radius) for p in preds]
+        candidates = np.arange(len(CUBE_ROTATIONS))
+        if cfg.orientation_keep > 0:
+            rank = cube_hypothesis_scores(
+                f_ref.points @ ref_rot.T,
+                f_ref.normals @ ref_rot.T,
+                f_src.points @ src_rot.T,
+                f_src.normals @ src_rot.T,
+                voxel=cfg.orientation_rank_voxel,
+            )
+            candidates = np.argsort(-rank, kind="stable")
+            candidates = candidates[rank[candidates] >= cfg.orientation_keep * rank.max()]
+        rotations = CUBE_ROTATIONS[candidates]
+        preds = self.hypotheses(ref_c, src_c, rotations)
+        scores = [p.consensus(cfg.acceptance_radius) for p in preds]
         best = int(np.argmax(scores))
-        out = preds[best].rotated(ref_rot, CUBE_ROTATIONS[best] @ src_rot)
+        out = preds[best].rotated(ref_rot, rotations[best] @ src_rot)
         out.time_s = time.perf_counter() - start
+        logger.debug(
+            "orientation search: %d of 24 hypotheses run, cube rotation %d chosen",
+            len(candidates),
+            int(candidates[best]),
+        )
         return out
 
     @torch.no_grad()

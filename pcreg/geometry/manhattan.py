@@ -55,23 +55,40 @@ class ManhattanFrame:
             expresses a point in the Manhattan frame (the axes become x, y, z).
         support: ``(3,)`` float64 fraction of the normals within the inlier angle of each axis
             (the third may be small: a scan of two walls has no floor).
+        points: ``(V, 3)`` float64 the voxel-downsampled cloud the normals were estimated on
+            (input frame, metres).
+        normals: ``(V, 3)`` float64 its unit normals, turned towards the cloud's centroid.
     """
 
-    def __init__(self, rotation: np.ndarray, support: np.ndarray) -> None:
+    def __init__(
+        self,
+        rotation: np.ndarray,
+        support: np.ndarray,
+        points: np.ndarray | None = None,
+        normals: np.ndarray | None = None,
+    ) -> None:
         self.rotation = rotation
         self.support = support
+        self.points = points
+        self.normals = normals
 
     def __repr__(self) -> str:
         return f"ManhattanFrame(support={np.round(self.support, 3).tolist()})"
 
 
-def _normals(points: np.ndarray, voxel: float) -> np.ndarray:
+def _normals(points: np.ndarray, voxel: float) -> tuple[np.ndarray, np.ndarray]:
+    """The ``voxel``-downsampled cloud and its normals, turned towards its centroid (towards
+    the sensor, roughly, for a scan taken from inside a room)."""
     import open3d as o3d
 
     cloud = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(np.asarray(points, np.float64)))
     cloud = cloud.voxel_down_sample(voxel)
     cloud.estimate_normals(o3d.geometry.KDTreeSearchParamHybrid(radius=2.5 * voxel, max_nn=30))
-    return np.asarray(cloud.normals, np.float64)
+    pts = np.asarray(cloud.points, np.float64)
+    normals = np.asarray(cloud.normals, np.float64)
+    away = np.einsum("ij,ij->i", normals, pts.mean(0) - pts) < 0
+    normals[away] *= -1.0
+    return pts, normals
 
 
 def _dominant_direction(
@@ -109,7 +126,7 @@ def estimate_manhattan_frame(
     Returns:
         :class:`ManhattanFrame`; its ``rotation`` is a proper rotation (det +1).
     """
-    normals = _normals(points, voxel)
+    pts, normals = _normals(points, voxel)
     if len(normals) < 10:
         raise ValueError(f"too few points for a Manhattan frame: {len(normals)} voxels")
     rng = np.random.default_rng(seed)
@@ -130,7 +147,7 @@ def estimate_manhattan_frame(
     a3 = np.cross(a1, a2)
     rot = np.stack([a1, a2, a3])
     support = np.array([np.mean(np.abs(normals @ a) >= cos_in) for a in rot])
-    return ManhattanFrame(rot, support)
+    return ManhattanFrame(rot, support, pts, normals)
 
 
 def canonicalize_pair(

@@ -52,16 +52,22 @@ def weights_path(model: str | os.PathLike[str]) -> Path:
     )
 
 
-def load_model(model: str | os.PathLike[str] = "indoor", device: str | torch.device = "cpu"):
+def load_model(
+    model: str | os.PathLike[str] = "indoor",
+    device: str | torch.device = "cpu",
+    **overrides: object,
+):
     """A :class:`~pcreg.engine.inference.Registrar` for a shipped model name or a checkpoint.
 
     Accepts ``"indoor"``, ``"outdoor"``, a file written by :func:`export_weights` or
     :func:`~pcreg.engine.inference.save_model_checkpoint`, or a training checkpoint
-    (``last.pt`` / ``best.pt``) of ``pcreg train``.
+    (``last.pt`` / ``best.pt``) of ``pcreg train``. ``overrides`` replace inference-time
+    fields of the stored :class:`~pcreg.models.geotransformer.GeoTransformerConfig` (e.g.
+    ``orientation_keep=0.0`` to run all 24 orientation hypotheses of the indoor model).
     """
     from pcreg.engine.inference import Registrar
 
-    return Registrar.from_checkpoint(weights_path(model), device=device)
+    return Registrar.from_checkpoint(weights_path(model), device=device, **overrides)
 
 
 def export_weights(

@@ -79,11 +79,15 @@ class _SmallRotationOracle(Registrar):
     correspondences when the source is within 20 deg of the reference, else a wrong guess
     whose correspondences disagree with it."""
 
-    def __init__(self, src_index: np.ndarray, acceptance_radius: float = 0.1) -> None:
+    def __init__(
+        self, src_index: np.ndarray, acceptance_radius: float = 0.1, keep: float = 0.0
+    ) -> None:
         from pcreg.models.geotransformer import GeoTransformerConfig
 
         self._config = GeoTransformerConfig(
-            orientation_search="manhattan", acceptance_radius=acceptance_radius
+            orientation_search="manhattan",
+            acceptance_radius=acceptance_radius,
+            orientation_keep=keep,
         )
         self.src_index = src_index
         self.calls = 0
@@ -112,7 +116,10 @@ class _SmallRotationOracle(Registrar):
         return preds
 
 
-def test_orientation_search_recovers_any_rotation_with_a_small_rotation_model(room_pair):
+@pytest.mark.parametrize("keep", [0.0, 0.7])
+def test_orientation_search_recovers_any_rotation_with_a_small_rotation_model(room_pair, keep):
+    """All 24 hypotheses (keep 0), or only the ones the pre-network ranking keeps: the same
+    transform, from fewer network calls."""
     _, ref, _ = room_pair
     ref = ref.astype(np.float64)
     n = len(ref)
@@ -124,9 +131,12 @@ def test_orientation_search_recovers_any_rotation_with_a_small_rotation_model(ro
         # source: the reference moved by gt^-1 and shuffled; index maps source -> reference
         perm = rng.permutation(n)
         src = (ref[perm] - gt[:3, 3]) @ gt[:3, :3]
-        oracle = _SmallRotationOracle(np.argsort(perm))
+        oracle = _SmallRotationOracle(np.argsort(perm), keep=keep)
         pred = oracle.batch([(ref, src)])[0]
-        assert oracle.calls == 24
+        if keep == 0.0:
+            assert oracle.calls == 24
+        else:  # the whole room against itself: the right hypothesis is the clear winner
+            assert 1 <= oracle.calls <= 3
         np.testing.assert_allclose(pred.transform, gt, atol=1e-6)
         # correspondences come back in the caller's frames
         np.testing.assert_allclose(pred.ref_corr_points, ref, atol=1e-9)

@@ -63,6 +63,12 @@ class GeoTransformerConfig:
     # of the source, keeping the one whose correspondences agree best. It lets a model trained
     # on small rotations register room scans under any rotation, at 24 forward passes a pair.
     orientation_search: str = "none"
+    # ... and of those 24, run the network only on the hypotheses whose pre-network ranking
+    # score (pcreg.geometry.cube_ranking: channel-wise occupancy correlation on a grid of
+    # orientation_rank_voxel metres) is at least orientation_keep x the best one's; 0 runs all
+    # 24. A clear winner costs one forward pass, an ambiguous pair several.
+    orientation_keep: float = 0.7
+    orientation_rank_voxel: float = 0.2
 
     @property
     def search_radius(self) -> float:
