@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 from scipy.fft import next_fast_len
 from scipy.spatial.transform import Rotation
 
@@ -113,4 +112,3 @@ def test_scores_do_not_depend_on_where_the_clouds_sit():
     b = cube_hypothesis_scores(ref + 5.03, normals, ref - 2.0, normals, voxel=0.1)
     np.testing.assert_allclose(a, b, rtol=1e-5)
     assert int(np.argmax(a)) == 0  # a cloud overlaps itself best unrotated
-    assert torch.get_default_dtype() == torch.float32
