@@ -32,7 +32,10 @@ from scipy.fft import next_fast_len
 
 from pcreg.geometry.manhattan import CUBE_ROTATIONS
 
-__all__ = ["cube_hypothesis_scores", "normal_channels"]
+__all__ = ["MAX_CELLS", "cube_hypothesis_scores", "grid_voxel", "normal_channels"]
+
+#: the most grid cells along an axis a cloud may span (the FFT grid is twice that)
+MAX_CELLS = 64
 
 
 def normal_channels(normals: np.ndarray) -> np.ndarray:
@@ -42,6 +45,13 @@ def normal_channels(normals: np.ndarray) -> np.ndarray:
     axis = np.abs(normals).argmax(1)
     positive = normals[np.arange(len(normals)), axis] > 0
     return 2 * axis + positive
+
+
+def grid_voxel(ref_points: np.ndarray, src_points: np.ndarray, voxel: float) -> float:
+    """The cell size actually used: ``voxel``, or coarser for clouds spanning more than
+    ``MAX_CELLS - 1`` cells, so that the grid (and time and memory) stays bounded."""
+    span = max(float(np.ptp(ref_points, 0).max()), float(np.ptp(src_points, 0).max()))
+    return max(voxel, span / (MAX_CELLS - 1))
 
 
 def _grid_indices(points: np.ndarray, voxel: float) -> np.ndarray:
@@ -106,14 +116,19 @@ def cube_hypothesis_scores(
         voxel: grid cell in metres. The Manhattan frames' residual (a few degrees) moves
             points a few centimetres over a few metres: well within a 0.2 m cell, which also
             keeps the grid small (a 3DMatch fragment pair: 40^3 cells, ~50 ms for all 24).
+            Raised to ``span / (MAX_CELLS - 1)`` for clouds spanning more than ~12.7 m, so
+            that time and memory stay bounded (at most ~130 MB of spectra).
         rotations: ``(H, 3, 3)`` signed permutation matrices (default: the 24 cube rotations).
 
     Returns:
         ``(H,)`` float64 scores: the peak of the channel-normalised occupancy correlation,
         higher is better.
     """
-    ref_idx = _grid_indices(np.asarray(ref_points, np.float64), voxel)
-    src_idx = _grid_indices(np.asarray(src_points, np.float64), voxel)
+    ref_points = np.asarray(ref_points, np.float64)
+    src_points = np.asarray(src_points, np.float64)
+    voxel = grid_voxel(ref_points, src_points, voxel)
+    ref_idx = _grid_indices(ref_points, voxel)
+    src_idx = _grid_indices(src_points, voxel)
     extent = int(max(ref_idx.max(), src_idx.max())) + 1
     n = next_fast_len(2 * extent)
     ref_ch = normal_channels(ref_normals)

@@ -112,3 +112,20 @@ def test_scores_do_not_depend_on_where_the_clouds_sit():
     b = cube_hypothesis_scores(ref + 5.03, normals, ref - 2.0, normals, voxel=0.1)
     np.testing.assert_allclose(a, b, rtol=1e-5)
     assert int(np.argmax(a)) == 0  # a cloud overlaps itself best unrotated
+
+
+def test_a_large_scan_gets_a_coarser_grid_not_a_huge_one():
+    from pcreg.geometry.cube_ranking import MAX_CELLS, grid_voxel
+
+    rng = np.random.default_rng(5)
+    room = rng.uniform(0, 6, (500, 3))
+    assert grid_voxel(room, room, 0.2) == 0.2  # a room keeps the requested cells
+    street = rng.uniform(0, 100, (500, 3))
+    voxel = grid_voxel(street, street[:100], 0.2)
+    assert voxel == pytest.approx(np.ptp(street, 0).max() / (MAX_CELLS - 1))
+    assert np.floor(np.ptp(street, 0) / voxel).max() + 1 <= MAX_CELLS
+    # and it still ranks: a cloud against a shifted copy of part of itself, unrotated first
+    normals = rng.normal(size=(500, 3))
+    scores = cube_hypothesis_scores(street, normals, street[:300] + 7.0, normals[:300])
+    assert int(np.argmax(scores)) == 0
+    assert scores[0] > 1.5 * np.sort(scores)[-2]
