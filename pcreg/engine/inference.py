@@ -184,7 +184,8 @@ class Registrar:
         The pair is voxelised and its neighbor pyramid built once: rotating a pyramid's
         points gives a valid pyramid of the rotated cloud (same neighbors, a rotated voxel
         grid), so each hypothesis costs only the network, and the reference's backbone
-        features are computed once (``reference_cache``). Input features must not change
+        features and both clouds' geometric embeddings are computed once
+        (``GeoTransformer.forward``'s ``hypothesis_cache``). Input features must not change
         under rotation (ones, or FPFH with centroid-oriented normals)."""
         batch = self._collate([(ref, src)])
         n_ref = [int(n[0]) for n in batch.pyramid.lengths]
@@ -224,11 +225,11 @@ class Registrar:
         ).to(self.device)
 
     def _run(
-        self, batch: PairBatch, start: float, reference_cache: dict | None = None
+        self, batch: PairBatch, start: float, hypothesis_cache: dict | None = None
     ) -> list[Prediction]:
         """Predictions of a collated batch; ``time_s`` counts from ``start``."""
         b = batch.batch_size
-        out = self.model(batch.pyramid, batch.feats, b, reference_cache=reference_cache)
+        out = self.model(batch.pyramid, batch.feats, b, hypothesis_cache=hypothesis_cache)
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
         elapsed = time.perf_counter() - start

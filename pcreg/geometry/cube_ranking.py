@@ -86,17 +86,26 @@ def _channel_source(rot: np.ndarray) -> list[int]:
     return out
 
 
-def _rotated_half_spectrum_index(rot: np.ndarray, n: int) -> torch.Tensor:
-    """``(n, n, n // 2 + 1)`` int64 flat indices into an ``(n, n, n)`` spectrum giving the
-    half spectrum (last axis ``0..n/2``, what ``irfftn`` needs) of the grid rotated by the
-    signed permutation ``rot`` (indices modulo ``n``). With ``y = rot @ x`` the DFT obeys
-    ``B_rot(k) = B(rot^T k)``, and ``(rot^T k)[perm[i]] = sign[i] * k[i]``."""
+def _rotated_half_spectrum(
+    grid: torch.Tensor, rot: np.ndarray, flipped_spectra: dict[tuple[int, ...], torch.Tensor]
+) -> torch.Tensor:
+    """The half spectrum ``(C, n, n, n // 2 + 1)`` (last axis ``0..n/2``, what ``irfftn``
+    needs) of the grids ``grid (C, n, n, n)`` turned by the signed permutation ``rot``, up to a
+    translation (which the peak over all translations ignores).
+
+    With ``y = rot @ x``, axis ``i`` of the turned grid is axis ``perm[i]`` of the original,
+    reversed where ``sign[i] < 0``; reversing an axis of length ``n`` is the reflection
+    ``x -> -x`` followed by a shift of ``n - 1`` cells. So the full spectrum of ``grid`` with
+    the reversed axes is computed once per reversal pattern (at most 8, kept in
+    ``flipped_spectra``) and each rotation only permutes its axes (a view) and keeps the half
+    the inverse real FFT reads."""
     perm, sign = _signed_permutation(rot)
-    k = np.meshgrid(np.arange(n), np.arange(n), np.arange(n // 2 + 1), indexing="ij")
-    j = [None, None, None]
-    for i in range(3):
-        j[int(perm[i])] = (int(sign[i]) * k[i]) % n
-    return torch.from_numpy((j[0] * n + j[1]) * n + j[2])
+    axes = tuple(sorted(1 + int(perm[i]) for i in range(3) if sign[i] < 0))
+    if axes not in flipped_spectra:
+        flipped = grid.flip(axes) if axes else grid
+        flipped_spectra[axes] = torch.fft.fftn(flipped, dim=(1, 2, 3))
+    spec = flipped_spectra[axes].permute(0, *(1 + int(p) for p in perm))
+    return spec[..., : grid.shape[-1] // 2 + 1]
 
 
 def cube_hypothesis_scores(
@@ -138,11 +147,21 @@ def cube_hypothesis_scores(
     # each channel pair is normalised by sqrt(|ref_c| |src_c'|): fold one factor into each side
     ref_norm = torch.clamp(ref_grid.sum((1, 2, 3)), min=1.0).rsqrt()[:, None, None, None]
     src_norm = torch.clamp(src_grid.sum((1, 2, 3)), min=1.0).rsqrt()[:, None, None, None]
-    ref_spec = torch.fft.rfftn(ref_grid * ref_norm, dim=(1, 2, 3))  # (6, n, n, n//2+1)
-    src_spec = torch.fft.fftn(src_grid * src_norm, dim=(1, 2, 3)).reshape(6, -1)  # (6, n^3)
+    ref_spec = torch.fft.rfftn(ref_grid * ref_norm, dim=(1, 2, 3)).conj()  # (6, n, n, n//2+1)
+    src_grid = src_grid * src_norm
+    flipped_spectra: dict[tuple[int, ...], torch.Tensor] = {}
+    rotations = np.asarray(rotations)
+    # hypotheses per batched inverse FFT: about 64 MB of complex64 spectra at a time
+    chunk = max(1, (64 << 20) // (ref_spec.numel() * 8))
     scores = []
-    for rot in np.asarray(rotations):
-        spec = src_spec[_channel_source(rot)][:, _rotated_half_spectrum_index(rot, n)]
-        cross = torch.einsum("cxyz,cxyz->xyz", ref_spec, spec.conj())
-        scores.append(float(torch.fft.irfftn(cross, s=(n, n, n)).max()))
+    for first in range(0, len(rotations), chunk):
+        specs = torch.stack(
+            [
+                _rotated_half_spectrum(src_grid, rot, flipped_spectra)[_channel_source(rot)]
+                for rot in rotations[first : first + chunk]
+            ]
+        )  # (R, 6, n, n, n//2+1)
+        cross = torch.einsum("rcxyz,cxyz->rxyz", specs, ref_spec)  # like channels, summed
+        peaks = torch.fft.irfftn(cross, s=(n, n, n), dim=(1, 2, 3)).amax((1, 2, 3))
+        scores += peaks.tolist()
     return np.asarray(scores, np.float64)

@@ -158,7 +158,8 @@ def test_hypotheses_rotate_the_source_of_one_shared_pyramid(tiny_checkpoint, roo
     on_rotated = cKDTree(src @ rots[1].T).query(turned.src_corr_points)[0]
     assert len(on_rotated) > 0 and np.median(on_rotated) < 0.05
     assert np.median(cKDTree(src).query(turned.src_corr_points)[0]) > 0.1
-    # and it equals the network run from scratch (no cached reference features) on that pyramid
+    # and it equals the network run from scratch on that pyramid (no cached reference features
+    # or embeddings: the cached source embedding was computed on the unrotated source)
     batch = reg._collate([(ref, src)])
     k = [int(n[0]) for n in batch.pyramid.lengths]
     r = torch.as_tensor(rots[1], dtype=torch.float32)

@@ -13,7 +13,7 @@ from torch import Tensor
 from pcreg.geometry.procrustes import weighted_procrustes
 from pcreg.geometry.transforms import apply_transform
 
-__all__ = ["local_to_global_registration"]
+__all__ = ["inlier_counts", "local_to_global_registration"]
 
 
 def local_to_global_registration(
@@ -59,9 +59,7 @@ def local_to_global_registration(
     src_b[inverse[order], rank] = src_points[order]
     w_b[inverse[order], rank] = scores[order]
     hypotheses = weighted_procrustes(src_b[proposing], ref_b[proposing], w_b[proposing])  # (H',4,4)
-    moved = apply_transform(src_points[None], hypotheses)  # (H', C, 3)
-    residual = torch.linalg.vector_norm(moved - ref_points[None], dim=-1)
-    inlier_votes = (residual < acceptance_radius).sum(1)  # most inliers wins (count)
+    inlier_votes = inlier_counts(src_points, ref_points, hypotheses, acceptance_radius)
     transform = hypotheses[inlier_votes.argmax()]
     for _ in range(num_refinement_steps):
         residual = _residual(src_points, ref_points, transform)
@@ -71,6 +69,55 @@ def local_to_global_registration(
         transform = weighted_procrustes(src_points, ref_points, scores * inliers)
     residual = _residual(src_points, ref_points, transform)
     return transform, residual < acceptance_radius
+
+
+def inlier_counts(src: Tensor, ref: Tensor, transforms: Tensor, radius: float) -> Tensor:
+    """``(H,)`` int64: for each of ``transforms (H, 4, 4)``, how many of the correspondences
+    ``src (C, 3)`` -> ``ref (C, 3)`` it moves within ``radius`` metres (strictly less).
+
+    Equal to counting ``|R s_i + t - r_i| < radius`` for every pair, without forming the
+    ``(H, C, 3)`` moved points: the squared residual is a bilinear form in per-transform
+    coefficients and per-correspondence features,
+
+        |R s + t - r|^2 = s^T (R^T R) s + |t|^2 + |r|^2 + 2 (R^T t).s - 2 t.r - 2 r^T R s,
+
+    so one ``(H, 26) @ (26, C)`` product gives all of them. It runs in float64 on points
+    centred at their means (no cancellation to speak of: the result equals the direct float64
+    evaluation, tested), and keeps ``R^T R`` rather than assuming it is the identity, so it is
+    exact for whatever matrices the solver returned.
+    """
+    s = src.double()
+    r = ref.double()
+    t_all = transforms.double()
+    mu_s, mu_r = s.mean(0), r.mean(0)
+    s, r = s - mu_s, r - mu_r
+    rot = t_all[:, :3, :3]
+    # the translation acting on the centred points: R (s + mu_s) + t - (r + mu_r)
+    t = t_all[:, :3, 3] + rot @ mu_s - mu_r
+    c, h = s.shape[0], rot.shape[0]
+    feats = torch.cat(
+        [
+            (r[:, :, None] * s[:, None, :]).reshape(c, 9),
+            (s[:, :, None] * s[:, None, :]).reshape(c, 9),
+            s,
+            r,
+            (r * r).sum(1, keepdim=True),
+            s.new_ones(c, 1),
+        ],
+        1,
+    )
+    coef = torch.cat(
+        [
+            -2.0 * rot.reshape(h, 9),
+            (rot.transpose(1, 2) @ rot).reshape(h, 9),
+            2.0 * (rot.transpose(1, 2) @ t[:, :, None])[:, :, 0],
+            -2.0 * t,
+            t.new_ones(h, 1),
+            (t * t).sum(1, keepdim=True),
+        ],
+        1,
+    )
+    return ((coef @ feats.T) < radius**2).sum(1)
 
 
 def _residual(src: Tensor, ref: Tensor, transform: Tensor) -> Tensor:

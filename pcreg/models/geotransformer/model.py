@@ -111,7 +111,8 @@ class GeoTransformer(nn.Module):
         self, pyramid: Pyramid, feats: Tensor, b: int, cache: dict
     ) -> tuple[Tensor, Tensor]:
         """The backbone's ``(coarse, fine)`` with the first ``b`` items (references) from
-        ``cache`` (filled on the first call) and the sources computed now."""
+        ``cache`` (filled on the first call) and the sources computed now (the backbone is
+        not rotation-invariant)."""
         n_ref = int(pyramid.lengths[0][:b].sum())
         if "features" not in cache:
             cache["features"] = self.backbone(feats[:n_ref], pyramid_items(pyramid, 0, b))
@@ -125,7 +126,7 @@ class GeoTransformer(nn.Module):
         feats: Tensor,
         batch_size: int,
         node_correspondences: list[tuple[Tensor, Tensor]] | None = None,
-        reference_cache: dict | None = None,
+        hypothesis_cache: dict | None = None,
     ) -> RegistrationOutput:
         """Register ``batch_size`` pairs.
 
@@ -134,6 +135,11 @@ class GeoTransformer(nn.Module):
             feats: ``(ΣN_0, input_dim)`` input features (ones).
             node_correspondences: optional per-pair ``(ref_idx, src_idx)`` superpoint
                 correspondences to use instead of the predicted ones (training).
+            hypothesis_cache: a dict shared by calls on the same pyramid up to a rigid motion
+                of each source (the orientation search's hypotheses: same references, sources
+                rotated). The first call fills it with what does not depend on that motion,
+                the references' backbone features and both clouds' geometric embeddings
+                (distances and angles only), and later calls reuse them. Inference only.
         """
         cfg = self.config
         b = batch_size
@@ -141,15 +147,22 @@ class GeoTransformer(nn.Module):
             raise ValueError(
                 f"the pyramid holds {pyramid.lengths[0].numel()} clouds, expected 2 x {b}"
             )
-        if reference_cache is None:
+        if hypothesis_cache is None:
             coarse, fine = self.backbone(feats, pyramid)
         else:
-            coarse, fine = self._backbone_reusing_references(pyramid, feats, b, reference_cache)
+            coarse, fine = self._backbone_reusing_references(pyramid, feats, b, hypothesis_cache)
         lens_c = pyramid.lengths[-1]
         pts_c, valid_c = packed_to_padded(pyramid.points[-1], lens_c)
         feats_c, _ = packed_to_padded(coarse, lens_c)
+        embeddings = None
+        if hypothesis_cache is not None:
+            if "embeddings" not in hypothesis_cache:
+                hypothesis_cache["embeddings"] = self.transformer.embed(
+                    pts_c[:b], pts_c[b:], valid_c[:b], valid_c[b:]
+                )
+            embeddings = hypothesis_cache["embeddings"]
         ref_c, src_c = self.transformer(
-            pts_c[:b], pts_c[b:], feats_c[:b], feats_c[b:], valid_c[:b], valid_c[b:]
+            pts_c[:b], pts_c[b:], feats_c[:b], feats_c[b:], valid_c[:b], valid_c[b:], embeddings
         )
         ref_c = nn.functional.normalize(ref_c, dim=-1)
         src_c = nn.functional.normalize(src_c, dim=-1)

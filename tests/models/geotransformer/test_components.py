@@ -11,7 +11,7 @@ from pcreg.geometry.metrics import relative_rotation_error_deg, relative_transla
 from pcreg.geometry.transforms import apply_transform, random_transform
 from pcreg.models.geotransformer import optimal_transport as ot_mod
 from pcreg.models.geotransformer.embedding import GeometricStructureEmbedding
-from pcreg.models.geotransformer.lgr import local_to_global_registration
+from pcreg.models.geotransformer.lgr import inlier_counts, local_to_global_registration
 from pcreg.models.geotransformer.optimal_transport import (
     LearnableLogOptimalTransport,
     log_sinkhorn,
@@ -215,6 +215,28 @@ def test_lgr_recovers_transform_with_40_percent_outliers(gen):
     assert inliers[~outliers].float().mean() > 0.99 and inliers[outliers].float().mean() < 0.05
     eye, empty = local_to_global_registration(ref[:0], src[:0], scores[:0], patch[:0], 0.1)
     assert torch.equal(eye, torch.eye(4, dtype=torch.float64)) and empty.numel() == 0
+
+
+@pytest.mark.parametrize("offset", [0.0, 500.0])
+def test_inlier_counts_equal_the_direct_count(gen, offset):
+    """The one-GEMM inlier count equals moving every correspondence by every hypothesis and
+    measuring (float64), for float32 inputs far from the origin and hypotheses whose rotation
+    part is not exactly orthonormal (as a float32 SVD returns it)."""
+    c, h = 5000, 64
+    src = torch.rand(c, 3, generator=gen) * 6 + offset
+    truth = random_transform(gen, max_translation=2.0)
+    ref = apply_transform(src, truth) + 0.15 * torch.randn(c, 3, generator=gen)
+    hyps = torch.stack([random_transform(gen, max_translation=2.0) for _ in range(h)])
+    hyps[: h // 2] = truth
+    hyps[: h // 2, :3, :3] += 1e-4 * torch.randn(h // 2, 3, 3, generator=gen)
+    hyps[: h // 2, :3, 3] += 0.02 * torch.randn(h // 2, 3, generator=gen)
+    radius = 0.2
+    moved = apply_transform(src.double()[None], hyps.double())
+    direct = (torch.linalg.vector_norm(moved - ref.double()[None], dim=-1) < radius).sum(1)
+    counts = inlier_counts(src, ref, hyps, radius)
+    assert counts.dtype == torch.int64 and counts.shape == (h,)
+    assert direct[: h // 2].min() > 200  # the near-truth hypotheses do have inliers to count
+    assert torch.equal(counts, direct)
 
 
 @pytest.mark.parametrize("reduction", ["max", "mean"])
