@@ -113,6 +113,19 @@ def test_truncation_keeps_the_nearest():
         torch.testing.assert_close(res.distances, torch.tensor([[0.1, 0.9, 1.1]]))
 
 
+@pytest.mark.parametrize("cap", [None, 4])
+def test_radius_is_inclusive(cap):
+    """A support point exactly at the radius is a neighbor for every backend (Open3D's own
+    radius tests are strict: the backend must widen its search)."""
+    support = torch.tensor([[1.0, 0.0, 0.0], [0.0, 0.5, 0.0], [0.0, 0.0, 2.0]])
+    query = torch.zeros(1, 3)
+    for backend in ["reference", *FAST_BACKENDS]:
+        res = radius_search(query, support, 1.0, max_neighbors=cap, backend=backend)
+        assert res.indices[0, :2].tolist() == [1, 0], backend
+        assert (res.indices[0, 2:] == 3).all(), backend  # the point at 2 m is not
+        torch.testing.assert_close(res.distances[0, :2], torch.tensor([0.5, 1.0]))
+
+
 def test_empty_neighborhoods_are_shadow_padded():
     support = torch.zeros(5, 3)
     query = torch.full((2, 3), 10.0)
