@@ -199,10 +199,12 @@ def _check_pair(src: np.ndarray, ref: np.ndarray, names: tuple[str, str], voxel:
 
 
 @functools.lru_cache(maxsize=4)
-def _cached_model(model: str, device: str):
+def _cached_model(model: str, device: str, orientation_keep: float | None = None):
     from pcreg.weights import load_model
 
-    return load_model(model, device=device)
+    if orientation_keep is None:
+        return load_model(model, device=device)
+    return load_model(model, device=device, orientation_keep=orientation_keep)
 
 
 def register(
@@ -214,6 +216,7 @@ def register(
     icp: bool = False,
     voxel_size: float | None = None,
     device: str = "cpu",
+    orientation_keep: float | None = None,
 ) -> RegistrationResult:
     """Estimate ``T_ref_src`` that moves ``src`` onto ``ref``.
 
@@ -226,6 +229,10 @@ def register(
         voxel_size: FPFH + RANSAC and ICP voxel in metres (default 5 cm indoor, 0.3 m
             outdoor). The network always voxelizes at the size it was trained with.
         device: ``"cpu"`` or ``"cuda"`` for the network.
+        orientation_keep: for a model with the Manhattan orientation search (``indoor``), run
+            the cube hypotheses ranked within this fraction of the best (0 to 1; 0 runs all
+            24: slower, occasionally a pair more at low overlap). None keeps the model's
+            setting (0.7 for ``indoor``). Ignored by models without the search.
 
     Raises:
         InputError: unreadable / empty / non-finite input, too few points, clouds whose scales
@@ -246,6 +253,7 @@ def register(
         voxel_size=voxel_size,
         device=device,
         names=names,
+        orientation_keep=orientation_keep,
     )
     result.timings["load"] = time.perf_counter() - start - result.timings["total"]
     result.timings["total"] = time.perf_counter() - start
@@ -262,11 +270,18 @@ def register_points(
     voxel_size: float | None = None,
     device: str = "cpu",
     names: tuple[str, str] = ("src", "ref"),
+    orientation_keep: float | None = None,
 ) -> RegistrationResult:
     """:func:`register` on validated ``(N, 3)`` arrays; ``names`` label them in errors."""
     start = time.perf_counter()
     if method not in METHODS:
         raise InputError("method", f"unknown method {method!r}; use one of {', '.join(METHODS)}")
+    if orientation_keep is not None:
+        orientation_keep = float(orientation_keep)
+        if not 0.0 <= orientation_keep <= 1.0:
+            raise InputError(
+                "orientation_keep", f"must lie between 0 and 1, got {orientation_keep:g}"
+            )
     timings: dict[str, float] = {}
     if model is None:
         model = choose_model(src_pts, ref_pts)
@@ -278,7 +293,7 @@ def register_points(
     model = os.fspath(model)
     registrar = None
     if method == "geotransformer":
-        registrar = _cached_model(model, device)
+        registrar = _cached_model(model, device, orientation_keep)
         setting = "outdoor" if registrar.config.voxel_size >= 0.1 else "indoor"
         check_voxel = registrar.config.voxel_size
     else:

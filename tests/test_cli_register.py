@@ -166,6 +166,12 @@ def test_output_in_missing_directory(capsys, pair_files, tmp_path):
                    "--render", str(missing)], "a.png", "does not exist")  # fmt: skip
 
 
+def test_orientation_keep_out_of_range(capsys, pair_files):
+    d = pair_files
+    argv = ["register", str(d / "src.ply"), str(d / "ref.ply"), "--orientation-keep", "1.5"]
+    _fail(capsys, argv, "orientation_keep", "between 0 and 1", "1.5")
+
+
 def test_missing_shipped_weights_or_unknown_model(capsys, pair_files):
     _fail(capsys, ["register", str(pair_files / "src.ply"), str(pair_files / "ref.ply"),
                    "--model", "indor"], "indor", "unknown model")  # fmt: skip

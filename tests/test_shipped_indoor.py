@@ -19,3 +19,23 @@ def test_shipped_indoor_registers_the_demo_room():
     err = result.errors(gt, src)
     assert err["rmse_m"] <= 0.2, err
     assert err["rre_deg"] < 5.0, err
+
+
+def test_orientation_keep_sets_how_many_hypotheses_run(monkeypatch):
+    """``orientation_keep=0`` runs all 24 cube hypotheses, the default only the top-ranked
+    few, and both register the demo room."""
+    from pcreg.engine.inference import Registrar
+
+    src, ref, gt, _ = synthetic_demo_pair()
+    run = []
+    original = Registrar.hypotheses
+
+    def counting(self, ref_c, src_c, rotations):
+        run.append(len(rotations))
+        return original(self, ref_c, src_c, rotations)
+
+    monkeypatch.setattr(Registrar, "hypotheses", counting)
+    for keep in (None, 0.0):
+        result = pcreg.register(src, ref, model="indoor", orientation_keep=keep)
+        assert result.errors(gt, src)["rmse_m"] <= 0.2
+    assert 1 <= run[0] < 24 and run[1] == 24, run

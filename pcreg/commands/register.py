@@ -36,6 +36,14 @@ def add_parser(sub) -> None:
         "--render", type=Path, metavar="PNG", help="before/after picture with correspondences"
     )
     cmd.add_argument("--show", action="store_true", help="open the interactive Open3D window")
+    cmd.add_argument(
+        "--orientation-keep",
+        type=float,
+        default=None,
+        metavar="F",
+        help="indoor model: run the orientation hypotheses ranked within F x the best (0-1; "
+        "0 = all 24, slower; default: the model's 0.7)",
+    )
     cmd.set_defaults(func=run)
 
 
@@ -74,6 +82,7 @@ def run(args: argparse.Namespace) -> int:
         voxel_size=args.voxel_size,
         device=args.device,
         names=(str(args.src), str(args.ref)),
+        orientation_keep=args.orientation_keep,
     )
     record = result.to_dict()
     record.update(src=str(args.src), ref=str(args.ref))
