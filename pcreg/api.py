@@ -293,7 +293,12 @@ def register_points(
     model = os.fspath(model)
     registrar = None
     if method == "geotransformer":
-        registrar = _cached_model(model, device, orientation_keep)
+        # the two-argument call is the cache key everything else (benchmarks, odometry) uses
+        registrar = (
+            _cached_model(model, device)
+            if orientation_keep is None
+            else _cached_model(model, device, orientation_keep)
+        )
         setting = "outdoor" if registrar.config.voxel_size >= 0.1 else "indoor"
         check_voxel = registrar.config.voxel_size
     else:

@@ -94,3 +94,21 @@ def test_throughput_worker_reports_rates_and_busy_cores(tiny_checkpoint, room_pa
     assert 0.2 < out["cores_busy_batch1"] <= out["cores"] + 0.2
     assert 0.2 < out["cores_busy_batch4"] <= out["cores"] + 0.2
     assert out["peak_mib_batch4"] >= out["peak_mib_batch1"] > 50
+
+
+def test_latency_worker_splits_the_network_call_into_stages(tiny_checkpoint, room_pair, tmp_path):
+    """The stage timers hook the model instance ``register`` actually runs: every stage gets
+    time, and the stages fit inside the call."""
+    from pcreg.bench.real_pairs import RealPair
+    from pcreg.io import write_points
+
+    src, ref, gt = room_pair
+    write_points(tmp_path / "src.ply", src)
+    write_points(tmp_path / "ref.ply", ref)
+    pair = RealPair("room", "indoor", str(tmp_path / "src.ply"), str(tmp_path / "ref.ply"),
+                    gt.tolist())  # fmt: skip
+    st = _latency_worker(asdict(pair), "geotransformer", str(tiny_checkpoint), False, 1)["stages"]
+    for stage in ("forward", "backbone", "transformer", "optimal_transport"):
+        assert st[stage] > 0, (stage, st)
+    assert st["backbone"] + st["transformer"] + st["optimal_transport"] <= st["forward"]
+    assert st["forward"] <= st["register"] <= st["total"]
