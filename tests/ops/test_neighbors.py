@@ -126,6 +126,25 @@ def test_radius_is_inclusive(cap):
         torch.testing.assert_close(res.distances[0, :2], torch.tensor([0.5, 1.0]))
 
 
+@pytest.mark.skipif("open3d" not in FAST_BACKENDS, reason="open3d not installed")
+@pytest.mark.parametrize("dense", [False, True])
+def test_open3d_capped_radius_both_strategies_match_reference(gen, monkeypatch, dense):
+    """The Open3D backend picks a plain kNN where the radius holds many times the cap (raw
+    dense scans) and the radius-bounded search elsewhere; both give the reference's answer."""
+    from pcreg.ops.neighbors import _open3d
+
+    monkeypatch.setattr(_open3d, "DENSITY_CHECK_QUERIES", 0)  # check even small searches
+    points = torch.rand(600, 3, generator=gen) * torch.tensor([2.0, 2.0, 0.05])  # a thin slab
+    radius, cap = (0.4, 8) if dense else (0.08, 16)
+    o3d = _open3d._o3d()
+    nns = o3d.core.nns.NearestNeighborSearch(_open3d._tensor(points))
+    nns.knn_index()
+    assert _open3d._dense(nns, points, radius, cap) is dense
+    ref = radius_search(points, points, radius, max_neighbors=cap, backend="reference")
+    out = radius_search(points, points, radius, max_neighbors=cap, backend="open3d")
+    assert_same_neighbors(out, ref, points.shape[0])
+
+
 def test_empty_neighborhoods_are_shadow_padded():
     support = torch.zeros(5, 3)
     query = torch.full((2, 3), 10.0)
