@@ -198,8 +198,15 @@ def _check_pair(src: np.ndarray, ref: np.ndarray, names: tuple[str, str], voxel:
             )
 
 
-@functools.lru_cache(maxsize=4)
 def _cached_model(model: str, device: str, orientation_keep: float | None = None):
+    """The loaded model for these arguments, shared by every caller in the process (the
+    benchmarks time stages on the very instance ``register`` runs). The cache key is always
+    the full positional triple, however the caller spells the call."""
+    return _load_model_cached(model, device, orientation_keep)
+
+
+@functools.lru_cache(maxsize=4)
+def _load_model_cached(model: str, device: str, orientation_keep: float | None):
     from pcreg.weights import load_model
 
     if orientation_keep is None:
@@ -293,12 +300,7 @@ def register_points(
     model = os.fspath(model)
     registrar = None
     if method == "geotransformer":
-        # the two-argument call is the cache key everything else (benchmarks, odometry) uses
-        registrar = (
-            _cached_model(model, device)
-            if orientation_keep is None
-            else _cached_model(model, device, orientation_keep)
-        )
+        registrar = _cached_model(model, device, orientation_keep)
         setting = "outdoor" if registrar.config.voxel_size >= 0.1 else "indoor"
         check_voxel = registrar.config.voxel_size
     else:

@@ -86,26 +86,26 @@ def _channel_source(rot: np.ndarray) -> list[int]:
     return out
 
 
-def _rotated_half_spectrum(
-    grid: torch.Tensor, rot: np.ndarray, flipped_spectra: dict[tuple[int, ...], torch.Tensor]
-) -> torch.Tensor:
+def _reversed_axes(rot: np.ndarray) -> tuple[int, ...]:
+    """The grid axes (1-3 of a ``(C, n, n, n)`` tensor) that the signed permutation ``rot``
+    reverses: those read with a negative sign."""
+    perm, sign = _signed_permutation(rot)
+    return tuple(sorted(1 + int(perm[i]) for i in range(3) if sign[i] < 0))
+
+
+def _rotated_half_spectrum(reversed_spectrum: torch.Tensor, rot: np.ndarray) -> torch.Tensor:
     """The half spectrum ``(C, n, n, n // 2 + 1)`` (last axis ``0..n/2``, what ``irfftn``
-    needs) of the grids ``grid (C, n, n, n)`` turned by the signed permutation ``rot``, up to a
-    translation (which the peak over all translations ignores).
+    needs) of grids turned by the signed permutation ``rot``, up to a translation (which the
+    peak over all translations ignores), from ``reversed_spectrum (C, n, n, n)``: the full
+    spectrum of the grids with the axes ``_reversed_axes(rot)`` reversed.
 
     With ``y = rot @ x``, axis ``i`` of the turned grid is axis ``perm[i]`` of the original,
     reversed where ``sign[i] < 0``; reversing an axis of length ``n`` is the reflection
-    ``x -> -x`` followed by a shift of ``n - 1`` cells. So the full spectrum of ``grid`` with
-    the reversed axes is computed once per reversal pattern (at most 8, kept in
-    ``flipped_spectra``) and each rotation only permutes its axes (a view) and keeps the half
-    the inverse real FFT reads."""
-    perm, sign = _signed_permutation(rot)
-    axes = tuple(sorted(1 + int(perm[i]) for i in range(3) if sign[i] < 0))
-    if axes not in flipped_spectra:
-        flipped = grid.flip(axes) if axes else grid
-        flipped_spectra[axes] = torch.fft.fftn(flipped, dim=(1, 2, 3))
-    spec = flipped_spectra[axes].permute(0, *(1 + int(p) for p in perm))
-    return spec[..., : grid.shape[-1] // 2 + 1]
+    ``x -> -x`` followed by a shift of ``n - 1`` cells. So one FFT per reversal pattern (at most
+    8) serves every rotation with that pattern, each only permuting the axes (a view)."""
+    perm, _ = _signed_permutation(rot)
+    spec = reversed_spectrum.permute(0, *(1 + int(p) for p in perm))
+    return spec[..., : reversed_spectrum.shape[-1] // 2 + 1]
 
 
 def cube_hypothesis_scores(
@@ -124,9 +124,10 @@ def cube_hypothesis_scores(
             cloud's centroid (the sign matters: it picks the channel).
         voxel: grid cell in metres. The Manhattan frames' residual (a few degrees) moves
             points a few centimetres over a few metres: well within a 0.2 m cell, which also
-            keeps the grid small (a 3DMatch fragment pair: 40^3 cells, ~50 ms for all 24).
+            keeps the grid small (a 3DMatch fragment pair: 32-45^3 cells, ~30 ms for all 24).
             Raised to ``span / (MAX_CELLS - 1)`` for clouds spanning more than ~12.7 m, so
-            that time and memory stay bounded (at most ~130 MB of spectra).
+            that time and memory stay bounded (at the cap, n = 128: one full source spectrum
+            of 100 MB, the reference's half spectrum of 52 MB and a 64 MB batch).
         rotations: ``(H, 3, 3)`` signed permutation matrices (default: the 24 cube rotations).
 
     Returns:
@@ -149,19 +150,25 @@ def cube_hypothesis_scores(
     src_norm = torch.clamp(src_grid.sum((1, 2, 3)), min=1.0).rsqrt()[:, None, None, None]
     ref_spec = torch.fft.rfftn(ref_grid * ref_norm, dim=(1, 2, 3)).conj()  # (6, n, n, n//2+1)
     src_grid = src_grid * src_norm
-    flipped_spectra: dict[tuple[int, ...], torch.Tensor] = {}
     rotations = np.asarray(rotations)
     # hypotheses per batched inverse FFT: about 64 MB of complex64 spectra at a time
     chunk = max(1, (64 << 20) // (ref_spec.numel() * 8))
-    scores = []
-    for first in range(0, len(rotations), chunk):
-        specs = torch.stack(
-            [
-                _rotated_half_spectrum(src_grid, rot, flipped_spectra)[_channel_source(rot)]
-                for rot in rotations[first : first + chunk]
-            ]
-        )  # (R, 6, n, n, n//2+1)
-        cross = torch.einsum("rcxyz,cxyz->rxyz", specs, ref_spec)  # like channels, summed
-        peaks = torch.fft.irfftn(cross, s=(n, n, n), dim=(1, 2, 3)).amax((1, 2, 3))
-        scores += peaks.tolist()
-    return np.asarray(scores, np.float64)
+    patterns: dict[tuple[int, ...], list[int]] = {}
+    for i, rot in enumerate(rotations):
+        patterns.setdefault(_reversed_axes(rot), []).append(i)
+    scores = np.zeros(len(rotations), np.float64)
+    # one reversal pattern's full spectrum alive at a time (at the grid cap, n = 128: 100 MB)
+    for axes, members in patterns.items():
+        spectrum = torch.fft.fftn(src_grid.flip(axes) if axes else src_grid, dim=(1, 2, 3))
+        for first in range(0, len(members), chunk):
+            idx = members[first : first + chunk]
+            specs = torch.stack(
+                [
+                    _rotated_half_spectrum(spectrum, rotations[i])[_channel_source(rotations[i])]
+                    for i in idx
+                ]
+            )  # (R, 6, n, n, n//2+1)
+            cross = torch.einsum("rcxyz,cxyz->rxyz", specs, ref_spec)  # like channels, summed
+            peaks = torch.fft.irfftn(cross, s=(n, n, n), dim=(1, 2, 3)).amax((1, 2, 3))
+            scores[idx] = peaks.double().numpy()
+    return scores
