@@ -25,6 +25,7 @@ import torch
 
 from pcreg.data.collate import PairBatch, collate_pairs
 from pcreg.engine.checkpoint import load_checkpoint, save_checkpoint
+from pcreg.engine.threads import single_threaded_blas
 from pcreg.errors import CorruptFileError
 from pcreg.geometry.cube_ranking import cube_hypothesis_scores
 from pcreg.geometry.manhattan import CUBE_ROTATIONS, estimate_manhattan_frame
@@ -137,6 +138,7 @@ class Registrar:
             return [self.search(ref, src) for ref, src in pairs]
         return self.forward(pairs)
 
+    @single_threaded_blas
     def search(self, ref: np.ndarray, src: np.ndarray) -> Prediction:
         """Manhattan orientation search for one pair (see the module docstring). With
         ``config.orientation_keep > 0`` the 24 cube hypotheses are first ranked without the
@@ -176,6 +178,7 @@ class Registrar:
         return out
 
     @torch.no_grad()
+    @single_threaded_blas
     def hypotheses(
         self, ref: np.ndarray, src: np.ndarray, rotations: np.ndarray
     ) -> list[Prediction]:
@@ -202,6 +205,7 @@ class Registrar:
         return preds
 
     @torch.no_grad()
+    @single_threaded_blas
     def forward(self, pairs: Sequence[tuple[np.ndarray, np.ndarray]]) -> list[Prediction]:
         """The network on ``(ref, src)`` pairs as given (no orientation search), in one
         batch."""

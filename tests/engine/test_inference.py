@@ -1,9 +1,15 @@
-"""Registrar: batched inference equals pair-by-pair inference."""
+"""Registrar: batched inference equals pair-by-pair inference; numpy's BLAS kept to one
+thread inside it."""
 
 from __future__ import annotations
 
-import numpy as np
+import dataclasses
 
+import numpy as np
+import pytest
+from threadpoolctl import threadpool_info, threadpool_limits
+
+from pcreg.engine import inference
 from pcreg.engine.inference import Registrar
 
 
@@ -22,3 +28,38 @@ def test_batch_of_pairs_matches_one_pair_at_a_time(tiny_checkpoint, room_pair):
     # the three estimates differ (different inputs), so equality above is not vacuous
     assert not np.allclose(batched[0].transform, batched[2].transform, atol=1e-3)
     assert reg.batch([]) == []
+
+
+def _blas_threads() -> list[int]:
+    return [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+
+
+def test_numpy_blas_is_single_threaded_inside_registration(tiny_checkpoint, room_pair, monkeypatch):
+    """Its worker threads would otherwise spin on the cores torch needs (engine/threads.py)."""
+    if not _blas_threads():
+        pytest.skip("no BLAS library that threadpoolctl can see")
+    src, ref, _ = room_pair
+    reg = Registrar.from_checkpoint(tiny_checkpoint)
+    seen = []
+    ranking = inference.cube_hypothesis_scores
+
+    def spy(*args, **kwargs):
+        seen.append(_blas_threads())
+        return ranking(*args, **kwargs)
+
+    monkeypatch.setattr(inference, "cube_hypothesis_scores", spy)
+    reg.model.config = dataclasses.replace(reg.config, orientation_search="manhattan")
+    with threadpool_limits(limits=2, user_api="blas"):
+        reg(ref, src)  # the search path
+        assert seen and all(n == [1] * len(n) for n in seen)
+        assert all(n == 2 for n in _blas_threads())  # the caller's setting is back
+        captured = []
+        forward = reg.model.forward
+
+        def spy_forward(*args, **kwargs):
+            captured.append(_blas_threads())
+            return forward(*args, **kwargs)
+
+        monkeypatch.setattr(reg.model, "forward", spy_forward)
+        reg.forward([(ref, src)])  # the plain path
+        assert captured and all(n == [1] * len(n) for n in captured)
