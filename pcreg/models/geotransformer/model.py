@@ -19,7 +19,10 @@ from pcreg.data.features import INPUT_FEATURE_DIMS
 from pcreg.models.backbones.kpconv.fpn import KPConvFPN
 from pcreg.models.geotransformer.config import ORIENTATION_SEARCHES, GeoTransformerConfig
 from pcreg.models.geotransformer.lgr import local_to_global_registration
-from pcreg.models.geotransformer.optimal_transport import LearnableLogOptimalTransport
+from pcreg.models.geotransformer.optimal_transport import (
+    LearnableLogOptimalTransport,
+    exp_or_zero,
+)
 from pcreg.models.geotransformer.point_matching import mutual_topk_correspondences
 from pcreg.models.geotransformer.superpoint_matching import superpoint_matching
 from pcreg.models.geotransformer.transformer import GeometricTransformer
@@ -213,7 +216,8 @@ class GeoTransformer(nn.Module):
         log_assign = self.optimal_transport(scores, cat["ref_valid"], cat["src_valid"])
 
         with torch.no_grad():
-            prob = log_assign[:, :-1, :-1].exp()
+            # below ~2e-35 exactly 0: no such entry passes the confidence threshold
+            prob = exp_or_zero(log_assign[:, :-1, :-1])
             corr = mutual_topk_correspondences(
                 prob,
                 cat["ref_valid"],

@@ -6,12 +6,27 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-__all__ = ["LearnableLogOptimalTransport", "log_sinkhorn", "scaling_sinkhorn"]
+__all__ = ["LearnableLogOptimalTransport", "exp_or_zero", "log_sinkhorn", "scaling_sinkhorn"]
 
 _NEG = -1e12  # "impossible" in log space without producing NaN (-inf - -inf)
 # Largest spread of the finite scores of one problem for which the scaling form is used: the
 # kernel exp(s - max) then stays >= e^-40 (float32 keeps ~1e-38 without denormals).
 _SCALING_MAX_SPREAD = 40.0
+# Below this, exp() is taken as 0 (e^-80 ~ 2e-35): see exp_or_zero.
+_EXP_FLOOR = -80.0
+
+
+def exp_or_zero(x: Tensor) -> Tensor:
+    """``exp(x)``, with every entry below -80 mapped to exactly 0.
+
+    The same values as ``x.exp()`` except where that gives less than ~2e-35 (a few 1e-36 at
+    most, or denormals). The reason is speed: torch's vectorised exp leaves its fast path for
+    arguments that underflow, and the ``_NEG`` (-1e12) entries of padded patch points make up
+    much of a Sinkhorn problem. Measured on the 2-core CPU for a (256, 33, 33) tensor: 3.4 ms
+    with such entries, 1.3 ms through this function (0.25 ms with none).
+    """
+    low = x < _EXP_FLOOR
+    return x.clamp(min=_EXP_FLOOR).exp().masked_fill(low, 0.0)
 
 
 def log_sinkhorn(scores: Tensor, log_mu: Tensor, log_nu: Tensor, num_iterations: int) -> Tensor:
@@ -44,14 +59,20 @@ def scaling_sinkhorn(scores: Tensor, log_mu: Tensor, log_nu: Tensor, num_iterati
     scores ``(B, R, C)``, log_mu ``(B, R)``, log_nu ``(B, C)`` -> log P ``(B, R, C)``.
     """
     m = scores.amax(dim=(1, 2), keepdim=True)  # (B, 1, 1), finite: every row has an entry
-    kernel = torch.exp(scores - m)
+    # finite scores lie within _SCALING_MAX_SPREAD of m, so only the _NEG entries fall below
+    # the floor, and they give exactly 0 either way
+    kernel = exp_or_zero(scores - m)
+    # K v as the row-vector product v^T K^T on a contiguous K^T: torch's batched matrix-vector
+    # product (B, R, C) @ (B, C, 1) is ~5x slower on CPU than (B, 1, C) @ (B, C, R)
+    # (0.24 vs 0.05 ms at (256, 33, 33)), and it runs twice per iteration
+    kernel_t = kernel.transpose(1, 2).contiguous()
     mu = log_mu.exp()
     nu = log_nu.exp()
     v = torch.ones_like(nu)
     kv = torch.ones_like(mu)
     ktu = torch.ones_like(nu)
     for _ in range(num_iterations):
-        kv = torch.bmm(kernel, v[:, :, None])[:, :, 0]
+        kv = torch.bmm(v[:, None, :], kernel_t)[:, 0, :]
         u = mu / kv
         ktu = torch.bmm(u[:, None, :], kernel)[:, 0, :]
         v = nu / ktu

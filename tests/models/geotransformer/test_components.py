@@ -14,6 +14,7 @@ from pcreg.models.geotransformer.embedding import GeometricStructureEmbedding
 from pcreg.models.geotransformer.lgr import inlier_counts, local_to_global_registration
 from pcreg.models.geotransformer.optimal_transport import (
     LearnableLogOptimalTransport,
+    exp_or_zero,
     log_sinkhorn,
     scaling_sinkhorn,
 )
@@ -137,6 +138,18 @@ def test_scaling_sinkhorn_equals_log_sinkhorn(gen, monkeypatch, dtype, tol):
     assert abs(float(g_alpha_fast - ot.alpha.grad)) < tol * 10 * max(
         1.0, float(ot.alpha.grad.abs())
     )
+
+
+def test_exp_or_zero_is_exp_above_the_floor_and_zero_below():
+    x = torch.tensor([0.0, -1.0, -40.0, -79.99, -80.0, -80.01, -87.0, -100.0, -1e12, 3.0])
+    out = exp_or_zero(x)
+    keep = x >= -80.0
+    assert torch.equal(out[keep], x[keep].exp())  # bit for bit where it keeps exp
+    assert torch.equal(out[~keep], torch.zeros(int((~keep).sum())))
+    # the inputs it is used on: finite entries within 40 of the top, padding at -1e12
+    scores = torch.rand(8, 6, 5) * -40.0
+    scores[:, 4:, :] = -1e12
+    assert torch.equal(exp_or_zero(scores), scores.exp())
 
 
 def test_wide_score_spread_falls_back_to_log_domain(gen, monkeypatch):
