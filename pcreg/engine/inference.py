@@ -19,6 +19,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -30,6 +31,9 @@ from pcreg.errors import CorruptFileError
 from pcreg.geometry.cube_ranking import cube_hypothesis_scores
 from pcreg.geometry.manhattan import CUBE_ROTATIONS, estimate_manhattan_frame
 from pcreg.models.geotransformer import GeoTransformer, GeoTransformerConfig
+
+if TYPE_CHECKING:
+    from pcreg.engine.parallel import WorkerPool
 
 __all__ = ["Prediction", "Registrar", "save_model_checkpoint"]
 
@@ -98,6 +102,7 @@ class Registrar:
         self.model = model.to(device).eval()
         self.device = torch.device(device)
         self.backend = neighbor_backend
+        self._pool: WorkerPool | None = None  # batch(workers=...)'s processes, kept for reuse
 
     @classmethod
     def from_checkpoint(
@@ -129,14 +134,45 @@ class Registrar:
         """Register one pair: ``ref (M, 3)``, ``src (N, 3)`` in metres."""
         return self.batch([(ref, src)])[0]
 
-    def batch(self, pairs: Sequence[tuple[np.ndarray, np.ndarray]]) -> list[Prediction]:
-        """Register several ``(ref, src)`` pairs in one forward pass (one pyramid over all
-        clouds). Each prediction's ``time_s`` is the whole batch's wall time. With the
-        Manhattan orientation search each pair is searched on its own (24 hypotheses) and
-        ``time_s`` is that pair's search time."""
+    def batch(
+        self, pairs: Sequence[tuple[np.ndarray, np.ndarray]], workers: int = 1
+    ) -> list[Prediction]:
+        """Register several ``(ref, src)`` pairs.
+
+        ``workers == 1``: in this process, in one forward pass (one pyramid over all clouds;
+        each prediction's ``time_s`` is the whole batch's wall time), or with the Manhattan
+        orientation search pair by pair (``time_s``: that pair's search).
+
+        ``workers > 1`` (CPU only): spread over that many worker processes of one torch thread
+        each (:class:`~pcreg.engine.parallel.WorkerPool`; the throughput a CPU gets from a
+        batch, since one registration does not keep two cores busy). The pool starts on first
+        use with a snapshot of the model and is kept for later calls with the same number of
+        workers and configuration; :meth:`close` stops it. ``time_s``: each pair's own time.
+        """
+        if workers < 1:
+            raise ValueError(f"workers must be at least 1, got {workers}")
+        if workers > 1 and len(pairs) > 1:
+            if self.device.type != "cpu":
+                raise ValueError(f"workers > 1 is for the CPU; this model is on {self.device}")
+            return self._worker_pool(workers).map(pairs)
         if self.config.orientation_search == "manhattan":
             return [self.search(ref, src) for ref, src in pairs]
         return self.forward(pairs)
+
+    def close(self) -> None:
+        """Stop the worker processes of :meth:`batch` (if any)."""
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
+
+    def _worker_pool(self, workers: int) -> WorkerPool:
+        from pcreg.engine.parallel import WorkerPool
+
+        pool = self._pool
+        if pool is None or pool.workers != workers or pool.config != self.config:
+            self.close()
+            self._pool = pool = WorkerPool(self.model, workers, self.backend)
+        return pool
 
     @single_threaded_blas
     def search(self, ref: np.ndarray, src: np.ndarray) -> Prediction:

@@ -63,3 +63,33 @@ def test_numpy_blas_is_single_threaded_inside_registration(tiny_checkpoint, room
         monkeypatch.setattr(reg.model, "forward", spy_forward)
         reg.forward([(ref, src)])  # the plain path
         assert captured and all(n == [1] * len(n) for n in captured)
+
+
+def test_worker_processes_give_the_in_process_results(tiny_checkpoint, room_pair):
+    src, ref, _ = room_pair
+    rot = np.array([[0.0, -1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 1.0]])
+    pairs = [(ref, src), (ref, (src @ rot.T).astype(np.float32)), (src, ref)]
+    reg = Registrar.from_checkpoint(tiny_checkpoint)
+    single = [reg(r, s) for r, s in pairs]
+    try:
+        spread = reg.batch(pairs, workers=2)
+        pool = reg._pool
+        assert pool is not None and pool.workers == 2
+        for one, other in zip(single, spread, strict=True):
+            np.testing.assert_allclose(other.transform, one.transform, atol=1e-4)
+            np.testing.assert_allclose(other.corr_scores, one.corr_scores, atol=1e-4)
+            assert other.time_s > 0
+        assert not np.allclose(spread[0].transform, spread[2].transform, atol=1e-3)
+        reg.batch(pairs[:2], workers=2)
+        assert reg._pool is pool  # reused
+        # a changed configuration is a different model: a fresh pool that sees it
+        reg.model.config = dataclasses.replace(reg.config, acceptance_radius=0.05)
+        changed = reg.batch(pairs[:2], workers=2)
+        assert reg._pool is not pool
+        here = reg(*pairs[0])
+        np.testing.assert_allclose(changed[0].transform, here.transform, atol=1e-4)
+    finally:
+        reg.close()
+    assert reg._pool is None
+    with pytest.raises(ValueError, match="workers"):
+        reg.batch(pairs, workers=0)

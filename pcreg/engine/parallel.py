@@ -1,0 +1,96 @@
+"""Many pairs on a CPU: worker processes with one torch thread each.
+
+One registration does not keep two cores busy. Its network is thousands of small ops (the
+KPConv gathers, per-patch Sinkhorn problems, the LGR's 3 x 3 solves) that torch's thread pool
+splits poorly, so a second intra-op thread buys little: measured on the 2-core CPU (session 12),
+four real 3DMatch pairs one after another took 3.0-3.5 s with torch's 2 threads and the same
+with 1, four KITTI pairs 8.6-9.1 s and 12.0-12.9 s. Packing the pairs into one padded forward
+pass does not help either (0.83-0.97x, ``BENCHMARKS.md``). Separate processes do: two workers of
+one thread each registered the four 3DMatch pairs in 1.7-2.1 s and the KITTI ones in 6.8-7.7 s.
+
+:class:`WorkerPool` holds such processes (``spawn``ed, so no OpenMP state is inherited), each
+with its own copy of the model, built once from the parent's configuration and weights; pairs
+go to whichever worker is free and come back in order. Starting the pool costs a few seconds
+(every worker imports torch and builds the model), so it pays when it is reused:
+:meth:`pcreg.engine.inference.Registrar.batch` keeps one per registrar.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+
+from pcreg.models.geotransformer import GeoTransformer, GeoTransformerConfig
+
+if TYPE_CHECKING:
+    from pcreg.engine.inference import Prediction, Registrar
+
+__all__ = ["WorkerPool"]
+
+logger = logging.getLogger(__name__)
+
+_WORKER: Registrar | None = None  # the model of this worker process
+
+
+class WorkerPool:
+    """``workers`` processes registering pairs with a snapshot of ``model`` (CPU only).
+
+    Each worker runs ``cpu_count // workers`` torch threads (at least 1). The snapshot is taken
+    here: later changes to ``model`` are not seen (build a new pool). Use as a context manager
+    or call :meth:`close`.
+    """
+
+    def __init__(self, model: GeoTransformer, workers: int, neighbor_backend: str = "auto") -> None:
+        if workers < 1:
+            raise ValueError(f"workers must be at least 1, got {workers}")
+        self.workers = workers
+        self.config = model.config
+        threads = max(1, (os.cpu_count() or 1) // workers)
+        state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
+        self._executor = ProcessPoolExecutor(
+            workers,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=_start_worker,
+            initargs=(model.config, state, neighbor_backend, threads),
+        )
+        logger.debug("worker pool: %d processes x %d torch threads", workers, threads)
+
+    def map(self, pairs: Sequence[tuple[np.ndarray, np.ndarray]]) -> list[Prediction]:
+        """Register ``(ref, src)`` pairs, ``(N, 3)`` arrays in metres; predictions in input
+        order, each with its own ``time_s`` (measured in its worker)."""
+        return list(self._executor.map(_register_one, pairs))
+
+    def close(self) -> None:
+        """Stop the workers (waits for the pairs under way)."""
+        self._executor.shutdown(wait=True)
+
+    def __enter__(self) -> WorkerPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _start_worker(
+    config: GeoTransformerConfig, state: dict, neighbor_backend: str, threads: int
+) -> None:
+    from pcreg.engine.inference import Registrar
+
+    global _WORKER
+    torch.set_num_threads(threads)
+    model = GeoTransformer(config)
+    model.load_state_dict(state)
+    _WORKER = Registrar(model, "cpu", neighbor_backend)
+
+
+def _register_one(pair: tuple[np.ndarray, np.ndarray]) -> Prediction:
+    if _WORKER is None:  # pragma: no cover - the initializer always ran
+        raise RuntimeError("worker process without a model")
+    return _WORKER.batch([pair])[0]
