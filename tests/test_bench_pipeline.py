@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import asdict
 
 import pytest
@@ -100,7 +101,8 @@ def test_throughput_worker_reports_every_rate(tiny_checkpoint, room_pair, tmp_pa
     assert out["cores"] == os.cpu_count() and out["workers"] == 2
     assert out["pool_start_s"] > 0
     assert out["peak_mib_batch4"] >= out["peak_mib_batch1"] > 50
-    assert out["peak_mib_worker"] > 50  # a worker holds torch and a model
+    if sys.platform == "linux":  # a worker holds torch and a model, less than this process
+        assert 50 < out["peak_mib_worker"] < out["peak_mib_batch4"] + 500
 
 
 def test_latency_worker_splits_the_network_call_into_stages(tiny_checkpoint, room_pair, tmp_path):

@@ -154,10 +154,9 @@ def _throughput_worker(pairs: list[dict], model: str, runs: int, workers: int = 
     out["pool_start_s"] = time.perf_counter() - start
     try:
         out["batch4_workers_pairs_per_s"] = rate(lambda: registrar.batch(four, workers=workers))
+        out["peak_mib_worker"] = registrar._worker_pool(workers).peak_rss_mib()
     finally:
         registrar.close()
-    # the largest worker (children are counted once waited for, which close() does)
-    out["peak_mib_worker"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     out.update(workers=workers, threads=threads, cores=os.cpu_count())
     return out
 
@@ -299,6 +298,6 @@ def format_pipeline_tables(results: dict, command: str) -> str:
                 f"{t['batch4_pairs_per_s'] / b1:.2f}x; "
                 f"**{t['batch4_workers_pairs_per_s'] / b1:.2f}x** | {t['pool_start_s']:.1f} | "
                 f"{t['peak_mib_batch1']:.0f}; {t['peak_mib_batch4']:.0f}; "
-                f"{t['peak_mib_worker']:.0f} |"
+                f"{t['peak_mib_worker'] or float('nan'):.0f} |"
             )
     return "\n".join(lines)

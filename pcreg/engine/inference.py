@@ -148,6 +148,9 @@ class Registrar:
         batch, since one registration does not keep two cores busy). The pool starts on first
         use with a snapshot of the model and is kept for later calls with the same number of
         workers and configuration; :meth:`close` stops it. ``time_s``: each pair's own time.
+        The workers are ``spawn``ed, which re-imports the main module: a script that uses this
+        must keep its top-level code under ``if __name__ == "__main__":`` (as for any
+        ``multiprocessing`` pool).
         """
         if workers < 1:
             raise ValueError(f"workers must be at least 1, got {workers}")

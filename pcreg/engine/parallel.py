@@ -67,6 +67,20 @@ class WorkerPool:
         order, each with its own ``time_s`` (measured in its worker)."""
         return list(self._executor.map(_register_one, pairs))
 
+    def peak_rss_mib(self) -> float | None:
+        """The largest peak resident memory of the live workers in MiB (``VmHWM`` in Linux's
+        ``/proc/PID/status``, which starts afresh at the worker's exec; ``getrusage`` would
+        count the forked copy of the parent). None where ``/proc`` is not available."""
+        peaks = []
+        for pid in list(self._executor._processes or {}):
+            try:
+                with open(f"/proc/{pid}/status") as f:
+                    line = next(x for x in f if x.startswith("VmHWM:"))
+            except (OSError, StopIteration):
+                continue
+            peaks.append(int(line.split()[1]) / 1024)
+        return max(peaks) if peaks else None
+
     def close(self) -> None:
         """Stop the workers (waits for the pairs under way)."""
         self._executor.shutdown(wait=True)
