@@ -72,7 +72,8 @@ class WorkerPool:
         ``/proc/PID/status``, which starts afresh at the worker's exec; ``getrusage`` would
         count the forked copy of the parent). None where ``/proc`` is not available."""
         peaks = []
-        for pid in list(self._executor._processes or {}):
+        # the executor's live processes (a private attribute: absent -> None, as documented)
+        for pid in list(getattr(self._executor, "_processes", None) or {}):
             try:
                 with open(f"/proc/{pid}/status") as f:
                     line = next(x for x in f if x.startswith("VmHWM:"))

@@ -13,10 +13,15 @@ from pcreg.engine import inference
 from pcreg.engine.inference import Registrar
 
 
-def test_batch_of_pairs_matches_one_pair_at_a_time(tiny_checkpoint, room_pair):
+def _three_pairs(room_pair) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Three different ``(ref, src)`` inputs: the pair, its source turned 90 deg, swapped."""
     src, ref, _ = room_pair
     rot = np.array([[0.0, -1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 1.0]])
-    pairs = [(ref, src), (ref, (src @ rot.T).astype(np.float32)), (src, ref)]
+    return [(ref, src), (ref, (src @ rot.T).astype(np.float32)), (src, ref)]
+
+
+def test_batch_of_pairs_matches_one_pair_at_a_time(tiny_checkpoint, room_pair):
+    pairs = _three_pairs(room_pair)
     reg = Registrar.from_checkpoint(tiny_checkpoint)
     single = [reg(r, s) for r, s in pairs]
     batched = reg.batch(pairs)
@@ -66,9 +71,7 @@ def test_numpy_blas_is_single_threaded_inside_registration(tiny_checkpoint, room
 
 
 def test_worker_processes_give_the_in_process_results(tiny_checkpoint, room_pair):
-    src, ref, _ = room_pair
-    rot = np.array([[0.0, -1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 1.0]])
-    pairs = [(ref, src), (ref, (src @ rot.T).astype(np.float32)), (src, ref)]
+    pairs = _three_pairs(room_pair)
     reg = Registrar.from_checkpoint(tiny_checkpoint)
     single = [reg(r, s) for r, s in pairs]
     try:
