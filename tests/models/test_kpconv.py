@@ -42,12 +42,13 @@ def test_generation_is_deterministic_by_seed():
     assert np.array_equal(a, b)
 
 
-def test_kpconv_matches_the_formula(gen):
+@pytest.mark.parametrize("cin", [4, 1])  # 1: the row-vector path of a single input channel
+def test_kpconv_matches_the_formula(gen, cin):
     torch.manual_seed(0)
-    conv = KPConv(4, 5, 15, radius=0.3, sigma=0.25).double()
+    conv = KPConv(cin, 5, 15, radius=0.3, sigma=0.25).double()
     s_pts = torch.rand(20, 3, generator=gen, dtype=torch.float64)
     q_pts = torch.rand(6, 3, generator=gen, dtype=torch.float64)
-    feats = torch.randn(20, 4, generator=gen, dtype=torch.float64)
+    feats = torch.randn(20, cin, generator=gen, dtype=torch.float64)
     idx = torch.randint(0, 20, (6, 7), generator=gen)
     idx[0, 3:] = 20  # shadow padding
     idx[5, :] = 20  # a query with no neighbor at all

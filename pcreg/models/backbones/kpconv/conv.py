@@ -133,8 +133,14 @@ class KPConv(nn.Module):
         if influence is None:
             influence = self.influence(q_points, s_points, neighbor_indices, frames)
         feats = gather_with_shadow(s_feats, neighbor_indices)  # (M, H, Cin)
-        weighted = torch.bmm(influence.transpose(1, 2), feats)  # (M, K, Cin)
-        m = weighted.shape[0]
+        m = feats.shape[0]
+        if feats.shape[2] == 1:
+            # one input channel (the first convolution, on ones): the same sums as row vectors,
+            # (M, 1, H) @ (M, H, K), which torch's CPU bmm runs ~4x faster than the
+            # (M, K, H) @ (M, H, 1) mat-vecs (2.3 -> 0.6 ms on a 3DMatch fragment's stage 0)
+            weighted = torch.bmm(feats.transpose(1, 2), influence)  # (M, 1, K) = (M, K, Cin)
+        else:
+            weighted = torch.bmm(influence.transpose(1, 2), feats)  # (M, K, Cin)
         out = weighted.reshape(m, -1) @ self.weights.reshape(-1, self.out_channels)  # (M, Cout)
         count = (neighbor_indices < n).sum(1, keepdim=True).clamp(min=1).to(out.dtype)
         out = out / count
