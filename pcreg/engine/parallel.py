@@ -32,7 +32,7 @@ from pcreg.models.geotransformer import GeoTransformer, GeoTransformerConfig
 if TYPE_CHECKING:
     from pcreg.engine.inference import Prediction, Registrar
 
-__all__ = ["WorkerPool"]
+__all__ = ["WorkerPool", "largest_first"]
 
 logger = logging.getLogger(__name__)
 
@@ -64,8 +64,12 @@ class WorkerPool:
 
     def map(self, pairs: Sequence[tuple[np.ndarray, np.ndarray]]) -> list[Prediction]:
         """Register ``(ref, src)`` pairs, ``(N, 3)`` arrays in metres; predictions in input
-        order, each with its own ``time_s`` (measured in its worker)."""
-        return list(self._executor.map(_register_one, pairs))
+        order, each with its own ``time_s`` (measured in its worker).
+
+        Pairs are handed out largest first (:func:`largest_first`), so that a big pair does
+        not start last and leave the other workers idle while it runs."""
+        futures = {i: self._executor.submit(_register_one, pairs[i]) for i in largest_first(pairs)}
+        return [futures[i].result() for i in range(len(pairs))]
 
     def peak_rss_mib(self) -> float | None:
         """The largest peak resident memory of the live workers in MiB (``VmHWM`` in Linux's
@@ -91,6 +95,20 @@ class WorkerPool:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def largest_first(pairs: Sequence[tuple[np.ndarray, np.ndarray]]) -> list[int]:
+    """Indices of ``pairs`` by decreasing total point count (ties in input order).
+
+    The longest-processing-time-first rule for spreading jobs over identical workers (Graham,
+    1969: within 4/3 of the best makespan), with the point count as the cost estimate.
+    Measured on the 2-core CPU (session 13), four 3DMatch pairs alternating 0<-6 / 0<-5 over 2
+    workers: in input order one worker got both 0<-5 pairs (5 orientation hypotheses against
+    4), 1.69 pairs/s; largest first, 1.86 pairs/s (median of 7, alternating). The count is
+    only an estimate: the two KITTI pairs differ by 1 % in points but 20 % in time (their
+    voxelised clouds differ more), and there the order changed nothing measurable.
+    """
+    return sorted(range(len(pairs)), key=lambda i: -(len(pairs[i][0]) + len(pairs[i][1])))
 
 
 def _start_worker(
