@@ -26,6 +26,7 @@ import torch
 
 from pcreg.data.collate import PairBatch, collate_pairs
 from pcreg.engine.checkpoint import load_checkpoint, save_checkpoint
+from pcreg.engine.heap import retain_freed_memory
 from pcreg.engine.threads import single_threaded_blas
 from pcreg.errors import CorruptFileError
 from pcreg.geometry.cube_ranking import cube_hypothesis_scores
@@ -101,6 +102,7 @@ class Registrar:
     ) -> None:
         self.model = model.to(device).eval()
         self.device = torch.device(device)
+        retain_freed_memory()  # process-wide; see pcreg.engine.heap (PCREG_RETAIN_HEAP=0: off)
         self.backend = neighbor_backend
         self._pool: WorkerPool | None = None  # batch(workers=...)'s processes, kept for reuse
 
