@@ -6,6 +6,7 @@ import os
 import sys
 from dataclasses import asdict
 
+import numpy as np
 import pytest
 
 from pcreg.bench.pipeline import _latency_worker, format_pipeline_tables
@@ -121,3 +122,37 @@ def test_latency_worker_splits_the_network_call_into_stages(tiny_checkpoint, roo
         assert st[stage] > 0, (stage, st)
     assert st["backbone"] + st["transformer"] + st["optimal_transport"] <= st["forward"]
     assert st["forward"] <= st["register"] <= st["total"]
+
+
+def test_interleaved_cases_take_turns_in_their_own_processes(tiny_checkpoint, room_pair, tmp_path):
+    """Two methods on one pair, alternating: each gets every timed call and its own summary
+    (its own process: the network's model is not loaded in the FPFH worker)."""
+    from pcreg.bench.pipeline import _interleaved
+    from pcreg.bench.real_pairs import RealPair
+    from pcreg.io import write_points
+
+    src, ref, gt = room_pair
+    write_points(tmp_path / "src.ply", src)
+    write_points(tmp_path / "ref.ply", ref)
+    pair = RealPair("room", "indoor", str(tmp_path / "src.ply"), str(tmp_path / "ref.ply"),
+                    gt.tolist())  # fmt: skip
+    cases = [("geotransformer", str(tiny_checkpoint), False), ("fpfh-ransac", "indoor", False)]
+    net, fpfh = _interleaved(pair, cases, 3)
+    for r in (net, fpfh):
+        assert len(r["runs_s"]) == 3 and all(t > 0 for t in r["runs_s"])
+        assert r["median_s"] == sorted(r["runs_s"])[1] and r["cold_s"] > 0
+    assert net["stages"]["backbone"] > 0 and "backbone" not in fpfh["stages"]
+    # each scored against the ground truth (RANSAC is random: no claim on its success here)
+    assert all(np.isfinite(r["rmse_m"]) and r["rmse_m"] >= 0 for r in (net, fpfh))
+    assert net["peak_mib"] != fpfh["peak_mib"]
+
+
+def test_a_failing_served_worker_names_its_case(tmp_path):
+    from pcreg.bench.pipeline import _interleaved
+    from pcreg.bench.real_pairs import RealPair
+
+    pair = RealPair("gone", "indoor", str(tmp_path / "no.ply"), str(tmp_path / "no.ply"),
+                    [[1.0, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1]])  # fmt: skip
+    with pytest.raises(RuntimeError, match="gone / fpfh-ransac") as err:
+        _interleaved(pair, [("fpfh-ransac", "indoor", False)], 1)
+    assert "no.ply" in str(err.value)

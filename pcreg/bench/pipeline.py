@@ -3,15 +3,17 @@
 
 Latency is ``pcreg.register(src_path, ref_path, ...)``: reading both files, the input checks,
 voxelisation / neighbor search, the network (or FPFH + RANSAC) and, where asked, ICP -- what a
-user waits for. Each (pair, method) runs in a fresh subprocess so that its peak resident memory
+user waits for. Each (pair, method) runs in its own subprocess so that its peak resident memory
 (``ru_maxrss``) is its own; the first call (which also loads the model) is reported as "cold",
-then ``runs`` calls give the median. For the network the median call is split into stages with
-forward hooks: read + checks, subsampling + neighbors, backbone, transformer, optimal transport,
-matching + LGR.
+then ``runs`` calls give the median. The methods of a pair take turns, one call each per round
+(:func:`_interleaved`): on a shared machine whose speed drifts by 15 % over minutes, timing one
+method's calls after the other's let that drift decide ratios of 0.9-1.1. For the network the
+median call is split into stages with forward hooks: read + checks, subsampling + neighbors,
+backbone, transformer, optimal transport, matching + LGR.
 
-Throughput: the pairs of one setting, four at a time, registered one by one (batch 1) and in
-one forward pass (``Registrar.batch``, batch 4); pairs per second of the network alone (the
-clouds are already in memory).
+Throughput: the pairs of one setting, four at a time, registered one by one (batch 1), in
+one process (``Registrar.batch``, batch 4) and over worker processes (``workers=2``); pairs per
+second of the network alone (the clouds are already in memory).
 """
 
 from __future__ import annotations
@@ -40,7 +42,14 @@ FPFH = "fpfh-ransac"
 
 # ----------------------------------------------------------------------------- subprocesses
 def _peak_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    """This process's peak resident memory in MiB: ``VmHWM``, which starts afresh at exec
+    (``ru_maxrss`` of a subprocess also counts the parent it was forked from: a worker started
+    from a 700 MiB process reported 716 MiB whatever it did itself)."""
+    try:
+        with open("/proc/self/status") as f:
+            return next(int(x.split()[1]) for x in f if x.startswith("VmHWM:")) / 1024
+    except (OSError, StopIteration):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 class _StageTimer:
@@ -69,51 +78,165 @@ class _StageTimer:
         self.total = dict.fromkeys(self.total, 0.0)
 
 
+class _LatencyCase:
+    """One (pair, method) in this process: the cold call on construction, then one timed call
+    per :meth:`run`; :meth:`summary` gives the median and the median call's stage split."""
+
+    def __init__(self, pair: dict, method: str, model: str, icp: bool) -> None:
+        from pcreg.api import _cached_model, register
+
+        self.pair, self.method, self.model, self.icp = RealPair(**pair), method, model, icp
+        self._register = register
+        self.stages = None
+        if method == "geotransformer":
+            net = _cached_model(model, "cpu").model
+            self.stages = _StageTimer(
+                {"forward": net, "backbone": net.backbone, "transformer": net.transformer,
+                 "optimal_transport": net.optimal_transport}
+            )  # fmt: skip
+        start = time.perf_counter()
+        self.result = self._call()
+        self.cold = time.perf_counter() - start
+        self.times: list[float] = []
+        self.splits: list[dict] = []
+
+    def _call(self):
+        p = self.pair
+        return self._register(p.src, p.ref, model=self.model, method=self.method, icp=self.icp)
+
+    def run(self) -> float:
+        if self.stages is not None:
+            self.stages.reset()
+        start = time.perf_counter()
+        self.result = self._call()
+        self.times.append(time.perf_counter() - start)
+        split = {"total": self.times[-1], "register": self.result.timings["register"]}
+        if self.stages is not None:
+            split.update(self.stages.total)
+        self.splits.append(split)
+        return self.times[-1]
+
+    def summary(self) -> dict:
+        import torch
+
+        from pcreg.io import read_points
+
+        if not self.times:
+            raise RuntimeError("no timed call: run() the case at least once")
+        median = statistics.median(self.times)
+        split = self.splits[min(range(len(self.times)), key=lambda i: abs(self.times[i] - median))]
+        p = self.pair
+        src = read_points(p.src)
+        err = self.result.errors(np.asarray(p.gt), src)
+        return {
+            "median_s": median,
+            "runs_s": self.times,
+            "cold_s": self.cold,
+            "stages": split,
+            "points": [len(src), len(read_points(p.ref))],
+            "rre_deg": err["rre_deg"],
+            "rte_m": err["rte_m"],
+            "rmse_m": err["rmse_m"],
+            "peak_mib": _peak_mib(),
+            "threads": torch.get_num_threads(),
+        }
+
+
 def _latency_worker(pair: dict, method: str, model: str, icp: bool, runs: int) -> dict:
     """One (pair, method) in this process: cold call, then ``runs`` timed calls."""
-    import torch
-
-    from pcreg.api import _cached_model, register
-    from pcreg.io import read_points
-
-    p = RealPair(**pair)
-    stages = None
-    if method == "geotransformer":
-        net = _cached_model(model, "cpu").model
-        stages = _StageTimer(
-            {"forward": net, "backbone": net.backbone, "transformer": net.transformer,
-             "optimal_transport": net.optimal_transport}
-        )  # fmt: skip
-    start = time.perf_counter()
-    result = register(p.src, p.ref, model=model, method=method, icp=icp)
-    cold = time.perf_counter() - start
-    times, splits = [], []
+    case = _LatencyCase(pair, method, model, icp)
     for _ in range(runs):
-        if stages is not None:
-            stages.reset()
-        start = time.perf_counter()
-        result = register(p.src, p.ref, model=model, method=method, icp=icp)
-        times.append(time.perf_counter() - start)
-        split = {"total": times[-1], "register": result.timings["register"]}
-        if stages is not None:
-            split.update(stages.total)
-        splits.append(split)
-    median = statistics.median(times)
-    split = splits[min(range(runs), key=lambda i: abs(times[i] - median))]
-    src = read_points(p.src)
-    err = result.errors(np.asarray(p.gt), src)
-    return {
-        "median_s": median,
-        "runs_s": times,
-        "cold_s": cold,
-        "stages": split,
-        "points": [len(src), len(read_points(p.ref))],
-        "rre_deg": err["rre_deg"],
-        "rte_m": err["rte_m"],
-        "rmse_m": err["rmse_m"],
-        "peak_mib": _peak_mib(),
-        "threads": torch.get_num_threads(),
-    }
+        case.run()
+    return case.summary()
+
+
+_MARK = "@@pcreg-bench"  # prefixes the protocol lines on a serving worker's stdout
+
+
+def _serve(pair: dict, method: str, model: str, icp: bool) -> None:
+    """A latency worker process driven over stdin (:func:`_interleaved`): builds the case
+    (the cold call), then one timed call per ``run`` line; ``done`` prints the summary."""
+    case = _LatencyCase(pair, method, model, icp)
+    print(_MARK, "ready", flush=True)
+    for line in sys.stdin:
+        if line.strip() != "run":
+            break
+        case.run()
+        print(_MARK, "ok", flush=True)
+    print(_MARK, json.dumps(case.summary()), flush=True)
+
+
+class _Served:
+    """The parent's handle on one :func:`_serve` process."""
+
+    def __init__(self, pair: RealPair, method: str, model: str, icp: bool) -> None:
+        import tempfile
+
+        self.label = f"{pair.name} / {method} / icp={icp}"
+        code = (
+            "import logging; logging.disable(logging.WARNING); "
+            "from pcreg.bench import pipeline as p; "
+            f"p._serve({asdict(pair)!r}, {method!r}, {model!r}, {icp})"
+        )
+        # a file, not a pipe: a pipe nobody reads could fill up and block the worker
+        self._err = tempfile.TemporaryFile("w+")  # noqa: SIM115 - closed in finish() / kill()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", code],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._err,
+            text=True,
+            bufsize=1,
+        )
+        self._expect()  # ready: the cold call is done
+
+    def _expect(self) -> str:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            if line.startswith(_MARK + " "):
+                return line[len(_MARK) + 1 :].strip()
+        self._err.seek(0)
+        raise RuntimeError(f"benchmark worker failed: {self.label}\n{self._err.read()[-2000:]}")
+
+    def run(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write("run\n")
+        self.proc.stdin.flush()
+        self._expect()
+
+    def finish(self) -> dict:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write("done\n")
+        self.proc.stdin.flush()
+        out = json.loads(self._expect())
+        self.proc.wait()
+        self._err.close()
+        return out
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self._err.close()
+
+
+def _interleaved(pair: RealPair, cases: list[tuple[str, str, bool]], runs: int) -> list[dict]:
+    """Time ``(method, model, icp)`` cases on one pair, one worker process each, alternating:
+    round r calls every case once (starting with case r mod n), so the machine's drift over
+    the minutes of a measurement falls on all of them alike and the ratios compare calls made
+    seconds apart. The workers start one at a time (their cold calls do not overlap); a worker
+    waiting for its next call sleeps on its stdin."""
+    served: list[_Served] = []
+    try:
+        for method, model, icp in cases:
+            served.append(_Served(pair, method, model, icp))
+        for r in range(runs):
+            for k in range(len(served)):
+                served[(r + k) % len(served)].run()
+        return [s.finish() for s in served]
+    finally:
+        for s in served:
+            s.kill()
 
 
 def _throughput_worker(pairs: list[dict], model: str, runs: int, workers: int = 2) -> dict:
@@ -190,10 +313,11 @@ def benchmark_pipeline(
             jobs.append((pair, "geotransformer", models[pair.setting], False))
         jobs += [(pair, FPFH, pair.setting, False), (pair, FPFH, pair.setting, True)]
     rows = []
-    for pair, method, model, icp in tqdm(jobs, desc="pipeline benchmark", unit="case"):
-        r = _subprocess(f"_latency_worker({asdict(pair)!r}, {method!r}, {model!r}, {icp}, {runs})")
-        rows.append({"pair": pair.name, "setting": pair.setting, "method": method,
-                     "model": model, "icp": icp, **r})  # fmt: skip
+    for pair in tqdm(pairs, desc="pipeline benchmark", unit="pair"):
+        cases = [(m, model, icp) for p, m, model, icp in jobs if p is pair]
+        for (method, model, icp), r in zip(cases, _interleaved(pair, cases, runs), strict=True):
+            rows.append({"pair": pair.name, "setting": pair.setting, "method": method,
+                         "model": model, "icp": icp, **r})  # fmt: skip
     through = {}
     if throughput:
         for setting, model in models.items():
@@ -228,13 +352,15 @@ def format_pipeline_tables(results: dict, command: str) -> str:
         "",
         f"Machine: {machine_description()}.",
         "Time = `pcreg.register(src_file, ref_file, ...)`: reading both files, input checks, "
-        "voxelisation, registration and (where named) ICP. Each row in a fresh process: "
+        "voxelisation, registration and (where named) ICP. Each row in its own process: "
         f'"cold" = the first call (loads the model), then the median of {results["runs"]} '
-        "calls; peak RSS of that process. Ratios: this row's median over FPFH + RANSAC's on "
-        "the same pair in the same run. FPFH + RANSAC: Open3D, 5 cm (indoor) / 0.3 m (outdoor) "
-        "voxels, mutual filter off, 100k iterations, confidence 0.999; ICP point-to-plane at "
-        "the same voxel. Success: indoor RMSE <= 0.2 m, outdoor RRE < 2 deg and RTE < 0.3 m "
-        "(no random motion here: the pairs as published).",
+        "calls; peak RSS of that process. The methods of a pair take turns, one call each per "
+        "round, so that the machine's drift falls on all of them alike. Ratios: this row's "
+        "median over FPFH + RANSAC's on the same pair in the same run. FPFH + RANSAC: Open3D, "
+        "5 cm (indoor) / 0.3 m (outdoor) voxels, mutual filter off, 100k iterations, "
+        "confidence 0.999; ICP point-to-plane at the same voxel. Success: indoor RMSE <= "
+        "0.2 m, outdoor RRE < 2 deg and RTE < 0.3 m (no random motion here: the pairs as "
+        "published).",
         "",
         f"Command: `{command}`",
         "",
