@@ -155,15 +155,21 @@ _MARK = "@@pcreg-bench"  # prefixes the protocol lines on a serving worker's std
 
 def _serve(pair: dict, method: str, model: str, icp: bool) -> None:
     """A latency worker process driven over stdin (:func:`_interleaved`): builds the case
-    (the cold call), then one timed call per ``run`` line; ``done`` prints the summary."""
+    (the cold call), then one timed call per ``run`` line; ``done`` writes the summary."""
     case = _LatencyCase(pair, method, model, icp)
-    print(_MARK, "ready", flush=True)
+    _say("ready")
     for line in sys.stdin:
         if line.strip() != "run":
             break
         case.run()
-        print(_MARK, "ok", flush=True)
-    print(_MARK, json.dumps(case.summary()), flush=True)
+        _say("ok")
+    _say(json.dumps(case.summary()))
+
+
+def _say(text: str) -> None:
+    """A protocol line on stdout, the channel to the parent (:class:`_Served`)."""
+    sys.stdout.write(f"{_MARK} {text}\n")
+    sys.stdout.flush()
 
 
 class _Served:
