@@ -42,14 +42,12 @@ FPFH = "fpfh-ransac"
 
 # ----------------------------------------------------------------------------- subprocesses
 def _peak_mib() -> float:
-    """This process's peak resident memory in MiB: ``VmHWM``, which starts afresh at exec
-    (``ru_maxrss`` of a subprocess also counts the parent it was forked from: a worker started
-    from a 700 MiB process reported 716 MiB whatever it did itself)."""
-    try:
-        with open("/proc/self/status") as f:
-            return next(int(x.split()[1]) for x in f if x.startswith("VmHWM:")) / 1024
-    except (OSError, StopIteration):
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    """This process's peak resident memory in MiB (``VmHWM``, see
+    :func:`pcreg.engine.heap.peak_rss_mib`; ``ru_maxrss`` where ``/proc`` is missing)."""
+    from pcreg.engine.heap import peak_rss_mib
+
+    peak = peak_rss_mib()
+    return peak if peak is not None else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 class _StageTimer:

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
+from pcreg.engine.heap import peak_rss_mib
 from pcreg.models.geotransformer import GeoTransformer, GeoTransformerConfig
 
 if TYPE_CHECKING:
@@ -72,18 +73,11 @@ class WorkerPool:
         return [futures[i].result() for i in range(len(pairs))]
 
     def peak_rss_mib(self) -> float | None:
-        """The largest peak resident memory of the live workers in MiB (``VmHWM`` in Linux's
-        ``/proc/PID/status``, which starts afresh at the worker's exec; ``getrusage`` would
-        count the forked copy of the parent). None where ``/proc`` is not available."""
-        peaks = []
+        """The largest peak resident memory of the live workers in MiB
+        (:func:`pcreg.engine.heap.peak_rss_mib`); None where it cannot be read."""
         # the executor's live processes (a private attribute: absent -> None, as documented)
-        for pid in list(getattr(self._executor, "_processes", None) or {}):
-            try:
-                with open(f"/proc/{pid}/status") as f:
-                    line = next(x for x in f if x.startswith("VmHWM:"))
-            except (OSError, StopIteration):
-                continue
-            peaks.append(int(line.split()[1]) / 1024)
+        pids = list(getattr(self._executor, "_processes", None) or {})
+        peaks = [m for m in map(peak_rss_mib, pids) if m is not None]
         return max(peaks) if peaks else None
 
     def close(self) -> None:

@@ -55,3 +55,11 @@ def test_a_registrar_turns_it_on(tiny_checkpoint, monkeypatch):
     monkeypatch.setattr(heap, "_active", False)
     Registrar.from_checkpoint(tiny_checkpoint)
     assert heap._active
+
+
+def test_peak_rss_is_this_process_high_water_mark():
+    with open("/proc/self/statm") as f:
+        now = int(f.read().split()[1]) * 4096 / 2**20
+    peak = heap.peak_rss_mib()
+    assert peak is not None and peak >= now * 0.99
+    assert heap.peak_rss_mib(2**31 - 1) is None  # no such process
