@@ -36,12 +36,21 @@ def downsample_with_normals(points: np.ndarray, voxel_size: float):
 
 
 def icp_refine(
-    src_points, ref_points, init: np.ndarray, voxel_size: float, max_iterations: int = 30
+    src_points,
+    ref_points,
+    init: np.ndarray,
+    voxel_size: float,
+    max_iterations: int = 30,
+    *,
+    max_distance: float | None = None,
+    tolerance: float = 1e-6,
 ) -> IcpResult:
     """Refine ``init`` (``T_ref_src``) with point-to-plane ICP.
 
     ``src_points`` / ``ref_points`` are ``(N, 3)`` arrays or clouds already made by
-    :func:`downsample_with_normals` (to reuse them)."""
+    :func:`downsample_with_normals` (to reuse them). ``max_distance``: correspondence
+    distance in metres (default: ``voxel_size``); ``tolerance``: stop when fitness and inlier
+    RMSE change by less than this fraction (Open3D's relative criteria)."""
     import open3d as o3d
 
     reg = o3d.pipelines.registration
@@ -52,10 +61,10 @@ def icp_refine(
     out = reg.registration_icp(
         src,
         ref,
-        voxel_size,
+        voxel_size if max_distance is None else max_distance,
         np.asarray(init, np.float64),
         reg.TransformationEstimationPointToPlane(),
-        reg.ICPConvergenceCriteria(max_iteration=max_iterations),
+        reg.ICPConvergenceCriteria(tolerance, tolerance, max_iterations),
     )
     corr = np.asarray(out.correspondence_set, dtype=np.int64).reshape(-1, 2)
     return IcpResult(
