@@ -9,7 +9,7 @@ from dataclasses import asdict
 import numpy as np
 import pytest
 
-from pcreg.bench.pipeline import _latency_worker, format_pipeline_tables
+from pcreg.bench.pipeline import _latency_worker, _score_against_refit, format_pipeline_tables
 from pcreg.bench.real_pairs import real_pairs
 
 
@@ -30,6 +30,12 @@ def test_latency_worker_times_and_scores_fpfh_on_a_real_pair(shared_data):
     assert r["points"] == [19084, 18977]
     assert r["rmse_m"] <= 0.2 and r["rre_deg"] < 5  # FPFH + RANSAC registers this pair
     assert r["peak_mib"] > 100
+    # scored again against the refit ground truth: the transform travelled with the summary
+    row = {"pair": pair.name, **r}
+    own = _score_against_refit([pair], [row])[pair.name]
+    assert own["rte_m"] > 0.02  # 0<-5's published pose is centimetres from the refit
+    assert 0 < row["rmse_m_refit"] < 0.2 and row["rre_deg_refit"] < 5
+    assert row["rmse_m_refit"] != pytest.approx(r["rmse_m"])  # a different truth
 
 
 def _row(pair, setting, method, icp, median, rre, rte, rmse, model="indoor"):
@@ -40,6 +46,23 @@ def _row(pair, setting, method, icp, median, rre, rte, rmse, model="indoor"):
                        "backbone": 0.2, "transformer": 0.1, "optimal_transport": 0.05}}  # fmt: skip
 
 
+def test_table_scores_against_the_refit_ground_truth_under_the_published_pose():
+    rows = [_row("A", "indoor", "geotransformer", False, 1.5, 1.0, 0.05, 0.25, "/x/indoor.pt")]
+    rows[0].update(rre_deg_refit=0.5, rte_m_refit=0.012, rmse_m_refit=0.02)
+    rows.append(_row("A", "indoor", "fpfh-ransac", False, 0.5, 2.0, 0.04, 0.05))
+    rows[1].update(rre_deg_refit=2.5, rte_m_refit=0.071, rmse_m_refit=0.086)
+    refit = {"A": {"rre_deg": 1.28, "rte_m": 0.107, "rmse_m": 0.07}}
+    text = format_pipeline_tables({"runs": 3, "rows": rows, "throughput": {}, "refit": refit}, "c")
+    lines = text.splitlines()
+    at = lines.index("| A | published ground truth | 1.28 | 0.107 | 0.070 |")
+    assert lines[at + 1] == "| A | pcreg `indoor.pt` | 0.50 | 0.012 | 0.020 |"
+    assert lines[at + 2] == "| A | FPFH + RANSAC | 2.50 | 0.071 | 0.086 |"
+    # without refit results (older runs) the table is left out
+    assert "published ground truth" not in format_pipeline_tables(
+        {"runs": 3, "rows": rows, "throughput": {}}, "c"
+    )
+
+
 def test_table_ratios_success_and_stage_split():
     results = {
         "runs": 5,
@@ -47,6 +70,7 @@ def test_table_ratios_success_and_stage_split():
             _row("A", "indoor", "geotransformer", False, 1.5, 1.0, 0.05, 0.25, "/x/indoor.pt"),
             _row("A", "indoor", "fpfh-ransac", False, 0.5, 2.0, 0.04, 0.05),
             _row("K", "outdoor", "fpfh-ransac", True, 2.0, 1.9, 0.29, 0.3),
+            _row("A", "indoor", "geotransformer", True, 1.6, 0.5, 0.02, 0.02, "/x/indoor.pt"),
         ],
         "throughput": {
             "indoor": {
@@ -71,6 +95,9 @@ def test_table_ratios_success_and_stage_split():
     assert "| 1.50 | 2.50 | 3.00x |" in net and net.endswith("| 0.250 | no | 300 |")
     fpfh = next(x for x in lines if x.startswith("| A |") and "FPFH + RANSAC |" in x)
     assert "| 1.00x |" in fpfh and "| yes |" in fpfh
+    refined = next(x for x in lines if "pcreg `indoor.pt` + ICP |" in x)
+    assert "| 1.60 | 2.60 | 3.20x |" in refined
+    assert sum(x.startswith("| A | `indoor.pt` |") for x in lines) == 1  # one stage split
     kitti = next(x for x in lines if x.startswith("| K |"))
     assert "FPFH + RANSAC + ICP" in kitti and "| nan" in kitti and "| yes |" in kitti
     split = next(x for x in lines if x.startswith("| A | `indoor.pt` |"))
@@ -78,8 +105,8 @@ def test_table_ratios_success_and_stage_split():
     assert split == "| A | `indoor.pt` | 0.100 | 0.200 | 0.200 | 0.100 | 0.050 | 0.850 | 1.500 |"
     assert (
         "| indoor | `indoor.pt` | 1.00 (2 threads); 0.90 | 0.95 | 1.60 (2 x 1 thread) | "
-        "0.95x; **1.60x** | 4.2 | 900; 1800; 700 |" in text
-    )
+        "0.95x; **1.60x** | 1.80x; 89% | 4.2 | 900; 1800; 700 |" in text
+    )  # ceiling 2 workers x 0.90 / 1.00; scaling 1.60 / 1.80
     with pytest.raises(KeyError):
         format_pipeline_tables({"runs": 1, "rows": [{"pair": "x"}], "throughput": {}}, "c")
 
