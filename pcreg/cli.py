@@ -223,6 +223,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
+    import functools
     import json
 
     from pcreg._compose import compose
@@ -256,11 +257,22 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         raise ConfigError(
             "dataset.layout", f"must be threedmatch or kitti, got {cfg.dataset.layout!r}"
         )
+    if cfg.workers < 1:
+        raise ConfigError("workers", f"must be at least 1, got {cfg.workers}")
+    if cfg.workers > 1 and cfg.device != "cpu":
+        raise ConfigError("workers", f"worker processes are for device=cpu, not {cfg.device}")
     from pcreg.engine.distributed import cleanup, setup
 
     info = setup(cfg.device)  # under torchrun the pairs are sharded over the ranks
+    if cfg.workers > 1 and info.world_size > 1:
+        cleanup(info)
+        raise ConfigError("workers", "use either torchrun's processes or workers=N, not both")
+    registrar = None
     try:
         registrar = Registrar.from_checkpoint(cfg.checkpoint, device=cfg.device)
+        many = None
+        if cfg.workers > 1:
+            many = functools.partial(registrar.batch, workers=cfg.workers)
         result = evaluate_pairs(
             dataset,
             registrar,
@@ -269,8 +281,12 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
             limit=cfg.limit,
             rank=info.rank,
             world_size=info.world_size,
+            predict_many=many,
+            chunk=16 * cfg.workers,
         )
     finally:
+        if registrar is not None:
+            registrar.close()
         cleanup(info)
     if not info.is_main:
         return 0

@@ -238,6 +238,7 @@ class EvaluateConfig:
     dataset: EvalDatasetConfig = dataclasses.field(default_factory=EvalDatasetConfig)
     limit: int | None = None
     device: str = "cpu"
+    workers: int = 1  # CPU: > 1 spreads the pairs over worker processes (Registrar.batch)
     out_dir: str = "outputs/evaluate"
     overwrite: bool = False
 

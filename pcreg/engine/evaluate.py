@@ -56,64 +56,44 @@ def evaluate_pairs(
     progress: bool = True,
     rank: int = 0,
     world_size: int = 1,
+    predict_many: Callable[[list[tuple[np.ndarray, np.ndarray]]], list] | None = None,
+    chunk: int = 8,
 ) -> dict:
     """Score ``predict(ref, src) -> Prediction`` on ``dataset`` items ``(ref, src, T, record)``.
 
-    Under ``torchrun`` pass the rank / world size: rank r scores pairs r, r + W, ... and the
-    rows are gathered on every rank before the summary. Returns ``{"pairs": [...], "scenes":
-    [...], "overall": {...}}``."""
+    With ``predict_many`` (a list of ``(ref, src)`` pairs -> their predictions in order, such as
+    ``Registrar.batch(pairs, workers=2)``) the items are read and predicted ``chunk`` at a time
+    instead, and ``predict`` is not called. Under ``torchrun`` pass the rank / world size: rank
+    r scores pairs r, r + W, ... and the rows are gathered on every rank before the summary.
+    Returns ``{"pairs": [...], "scenes": [...], "overall": {...}}``."""
     if protocol not in ("threedmatch", "kitti"):
         raise ValueError(f"protocol must be 'threedmatch' or 'kitti', got {protocol!r}")
+    if chunk < 1:
+        raise ValueError(f"chunk must be at least 1, got {chunk}")
     radius = (
         inlier_radius if inlier_radius is not None else (0.1 if protocol == "threedmatch" else 0.6)
     )
     info = _info_lookup(Path(benchmark_dir) if benchmark_dir else None)
     n = len(dataset) if limit is None else min(limit, len(dataset))
+    mine = list(range(rank, n, world_size))
+    size = chunk if predict_many is not None else 1
     rows = []
-    for idx in tqdm(
-        range(rank, n, world_size), desc="evaluate", unit="pair", disable=not progress or rank != 0
-    ):
-        ref, src, gt, rec = dataset[idx]
-        pred = predict(ref, src)
-        gt_t = torch.from_numpy(np.asarray(gt, np.float64))
-        est = torch.from_numpy(np.asarray(pred.transform, np.float64))
-        moved = pred.src_corr_points @ gt[:3, :3].T + gt[:3, 3]
-        ir = (
-            float(np.mean(np.linalg.norm(moved - pred.ref_corr_points, axis=1) < radius))
-            if len(moved)
-            else 0.0
-        )
-        rre = float(relative_rotation_error_deg(est, gt_t))
-        rte = float(relative_translation_error(est, gt_t))
-        scene = getattr(rec, "scene", None) or f"{getattr(rec, 'seq', 0):02d}"
-        i, j = (getattr(rec, "ref_id", None), getattr(rec, "src_id", None))
-        counted = True
-        if protocol == "kitti":
-            ok = rre < 5.0 and rte < 2.0
-        elif (scene, i, j) in info:
-            ok = float(covariance_rmse(est, gt_t, torch.from_numpy(info[(scene, i, j)]))) <= 0.2
-            counted = j > i + 1  # consecutive fragments are not part of RR
-        else:
-            src64 = np.asarray(src, np.float64)
-            diff = src64 @ (pred.transform[:3, :3] - gt[:3, :3]).T + (
-                pred.transform[:3, 3] - gt[:3, 3]
-            )
-            ok = float(np.sqrt(np.mean(np.sum(diff**2, axis=1)))) <= 0.2
-        rows.append(
-            {
-                "scene": scene,
-                "ref": i if i is not None else getattr(rec, "ref_frame", None),
-                "src": j if j is not None else getattr(rec, "src_frame", None),
-                "inlier_ratio": ir,
-                "fmr": ir >= 0.05,
-                "rre_deg": rre,
-                "rte_m": rte,
-                "registered": bool(ok),
-                "counted_in_rr": bool(counted),
-                "num_correspondences": len(moved),
-                "time_s": pred.time_s,
-            }
-        )
+    with tqdm(
+        total=len(mine), desc="evaluate", unit="pair", disable=not progress or rank != 0
+    ) as bar:
+        for at in range(0, len(mine), size):
+            items = [dataset[idx] for idx in mine[at : at + size]]
+            if predict_many is not None:
+                preds = predict_many([(ref, src) for ref, src, _, _ in items])
+            else:
+                preds = [predict(ref, src) for ref, src, _, _ in items]
+            if len(preds) != len(items):
+                raise RuntimeError(f"{len(preds)} predictions for {len(items)} pairs")
+            rows += [
+                _score(item, pred, protocol, info, radius)
+                for item, pred in zip(items, preds, strict=True)
+            ]
+            bar.update(len(items))
     if world_size > 1:
         import torch.distributed as dist
 
@@ -121,6 +101,46 @@ def evaluate_pairs(
         dist.all_gather_object(gathered, rows)
         rows = [r for part in gathered for r in part]
     return _summarise(rows, protocol)
+
+
+def _score(item: tuple, pred, protocol: str, info: dict, radius: float) -> dict:
+    """One row of the table: ``item`` ``(ref, src, T_ref_src, record)`` and its prediction."""
+    _, src, gt, rec = item
+    gt_t = torch.from_numpy(np.asarray(gt, np.float64))
+    est = torch.from_numpy(np.asarray(pred.transform, np.float64))
+    moved = pred.src_corr_points @ gt[:3, :3].T + gt[:3, 3]
+    ir = (
+        float(np.mean(np.linalg.norm(moved - pred.ref_corr_points, axis=1) < radius))
+        if len(moved)
+        else 0.0
+    )
+    rre = float(relative_rotation_error_deg(est, gt_t))
+    rte = float(relative_translation_error(est, gt_t))
+    scene = getattr(rec, "scene", None) or f"{getattr(rec, 'seq', 0):02d}"
+    i, j = (getattr(rec, "ref_id", None), getattr(rec, "src_id", None))
+    counted = True
+    if protocol == "kitti":
+        ok = rre < 5.0 and rte < 2.0
+    elif (scene, i, j) in info:
+        ok = float(covariance_rmse(est, gt_t, torch.from_numpy(info[(scene, i, j)]))) <= 0.2
+        counted = j > i + 1  # consecutive fragments are not part of RR
+    else:
+        src64 = np.asarray(src, np.float64)
+        diff = src64 @ (pred.transform[:3, :3] - gt[:3, :3]).T + (pred.transform[:3, 3] - gt[:3, 3])
+        ok = float(np.sqrt(np.mean(np.sum(diff**2, axis=1)))) <= 0.2
+    return {
+        "scene": scene,
+        "ref": i if i is not None else getattr(rec, "ref_frame", None),
+        "src": j if j is not None else getattr(rec, "src_frame", None),
+        "inlier_ratio": ir,
+        "fmr": ir >= 0.05,
+        "rre_deg": rre,
+        "rte_m": rte,
+        "registered": bool(ok),
+        "counted_in_rr": bool(counted),
+        "num_correspondences": len(moved),
+        "time_s": pred.time_s,
+    }
 
 
 def _summarise(rows: list[dict], protocol: str) -> dict:
