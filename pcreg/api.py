@@ -95,33 +95,21 @@ class RegistrationResult:
         RMSE (m) between the source moved by the estimate and by the truth."""
         import torch
 
-        from pcreg.geometry import (
-            inlier_ratio,
-            relative_rotation_error_deg,
-            relative_translation_error,
-            transform_rmse,
-        )
+        from pcreg.geometry import inlier_ratio, pose_errors
 
-        est, gt = torch.from_numpy(self.transform), torch.from_numpy(np.asarray(gt_transform))
-        out = {
-            "rre_deg": float(relative_rotation_error_deg(est, gt)),
-            "rte_m": float(relative_translation_error(est, gt)),
-            "inlier_ratio": (
-                float(
-                    inlier_ratio(
-                        torch.from_numpy(self.src_corr_points),
-                        torch.from_numpy(self.ref_corr_points),
-                        gt,
-                        radius=0.6 if self.setting == "outdoor" else 0.1,
-                    )
+        out = pose_errors(self.transform, np.asarray(gt_transform), src_points)
+        out["inlier_ratio"] = (
+            float(
+                inlier_ratio(
+                    torch.from_numpy(self.src_corr_points),
+                    torch.from_numpy(self.ref_corr_points),
+                    torch.from_numpy(np.asarray(gt_transform, np.float64)),
+                    radius=0.6 if self.setting == "outdoor" else 0.1,
                 )
-                if self.num_correspondences
-                else 0.0
-            ),
-        }
-        if src_points is not None:
-            pts = torch.from_numpy(np.asarray(src_points, np.float64))
-            out["rmse_m"] = float(transform_rmse(pts, est, gt))
+            )
+            if self.num_correspondences
+            else 0.0
+        )
         return out
 
     def to_dict(self) -> dict[str, Any]:

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pcreg.bench.pipeline import _errors
 from pcreg.bench.real_pairs import real_pairs
 from pcreg.bench.refit import refit_ground_truth
+from pcreg.geometry import pose_errors
 from pcreg.geometry.transforms import rotation_from_axis_angle
 
 
@@ -29,9 +29,9 @@ def _moved(transform: np.ndarray, angle_deg: float, shift: np.ndarray, seed: int
 def test_refit_recovers_the_true_pose_from_a_wrong_published_one(room_pair):
     src, ref, truth = room_pair
     published = _moved(truth, 1.5, np.array([0.06, -0.04, 0.03]), seed=0)
-    before = _errors(published, truth, src)
+    before = pose_errors(published, truth, src)
     assert before["rre_deg"] > 1.4 and before["rte_m"] > 0.05  # the start really is off
-    after = _errors(refit_ground_truth(src, ref, published, "indoor"), truth, src)
+    after = pose_errors(refit_ground_truth(src, ref, published, "indoor"), truth, src)
     # the generated scans carry sensor noise, so "exact" means well inside one fine voxel
     assert after["rre_deg"] < 0.3 and after["rte_m"] < 0.01 and after["rmse_m"] < 0.01
 
@@ -45,9 +45,9 @@ def test_refit_of_a_real_pair_lands_on_one_pose_from_either_start(shared_data):
     from_far = refit_ground_truth(
         src, ref, _moved(gt, 2.0, np.array([0.1, -0.1, 0.05]), 1), "indoor"
     )
-    agree = _errors(from_far, from_gt, src)
+    agree = pose_errors(from_far, from_gt, src)
     assert agree["rre_deg"] < 0.02 and agree["rte_m"] < 0.002
-    off = _errors(gt, from_gt, src)  # the published pose is not the best fit: refit moved it
+    off = pose_errors(gt, from_gt, src)  # the published pose is not the best fit: refit moved it
     assert off["rte_m"] > 0.03
 
 

@@ -336,41 +336,23 @@ def benchmark_pipeline(
     return {"rows": rows, "throughput": through, "runs": runs, "refit": refit}
 
 
-def _errors(est: np.ndarray, truth: np.ndarray, src: np.ndarray) -> dict:
-    """RRE (deg), RTE (m) and RMSE (m, ``src (N, 3)`` moved by both) of ``est`` against
-    ``truth``, both (4, 4) ``T_ref_src``."""
-    import torch
-
-    from pcreg.geometry import (
-        relative_rotation_error_deg,
-        relative_translation_error,
-        transform_rmse,
-    )
-
-    e, t = torch.from_numpy(np.asarray(est, np.float64)), torch.from_numpy(np.asarray(truth))
-    return {
-        "rre_deg": float(relative_rotation_error_deg(e, t)),
-        "rte_m": float(relative_translation_error(e, t)),
-        "rmse_m": float(transform_rmse(torch.from_numpy(np.asarray(src, np.float64)), e, t)),
-    }
-
-
 def _score_against_refit(pairs: list[RealPair], rows: list[dict]) -> dict:
     """Refit every pair's published pose to its scans (:func:`pcreg.bench.refit.
     refit_ground_truth`) and score each row's transform against it (``*_refit`` keys, added
     to the rows in place). Returns, per pair name, the published pose's own errors against
     the refit."""
     from pcreg.bench.refit import refit_ground_truth
+    from pcreg.geometry import pose_errors
     from pcreg.io import read_points
 
     out = {}
     for pair in pairs:
         src, ref = read_points(pair.src), read_points(pair.ref)
         refit = refit_ground_truth(src, ref, np.asarray(pair.gt), pair.setting)
-        out[pair.name] = _errors(np.asarray(pair.gt), refit, src)
+        out[pair.name] = pose_errors(np.asarray(pair.gt), refit, src)
         for row in rows:
             if row["pair"] == pair.name:
-                err = _errors(np.asarray(row["transform"]), refit, src)
+                err = pose_errors(np.asarray(row["transform"]), refit, src)
                 row.update({f"{k}_refit": v for k, v in err.items()})
     return out
 

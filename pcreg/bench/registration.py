@@ -26,12 +26,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from pcreg.geometry import (
-    random_transform,
-    relative_rotation_error_deg,
-    relative_translation_error,
-    transform_rmse,
-)
+from pcreg.geometry import pose_errors, random_transform
 
 __all__ = [
     "Case",
@@ -138,10 +133,8 @@ def synthetic_cases(
 
 def is_success(case: Case, est: np.ndarray) -> tuple[bool, float, float, float]:
     """``(success, RRE deg, RTE m, RMSE m)`` under the case's criterion."""
-    e, t = torch.from_numpy(np.asarray(est, np.float64)), torch.from_numpy(case.gt)
-    rre = float(relative_rotation_error_deg(e, t))
-    rte = float(relative_translation_error(e, t))
-    rmse = float(transform_rmse(torch.from_numpy(case.src.astype(np.float64)), e, t))
+    err = pose_errors(np.asarray(est, np.float64), case.gt, case.src)
+    rre, rte, rmse = err["rre_deg"], err["rte_m"], err["rmse_m"]
     ok = rmse <= 0.2 if case.setting == "indoor" else (rre < 2.0 and rte < 0.3)
     return ok, rre, rte, rmse
 

@@ -18,6 +18,7 @@ __all__ = [
     "covariance_rmse",
     "feature_matching_recall",
     "inlier_ratio",
+    "pose_errors",
     "registration_recall",
     "relative_rotation_error_deg",
     "relative_translation_error",
@@ -69,6 +70,21 @@ def transform_rmse(points: Tensor, est_transform: Tensor, gt_transform: Tensor) 
     gt = _t(gt_transform)
     diff = apply_transform(pts, est) - apply_transform(pts, gt)
     return diff.square().sum(-1).mean(-1).sqrt()
+
+
+def pose_errors(
+    est_transform: Tensor | Sequence, gt_transform: Tensor | Sequence, points=None
+) -> dict[str, float]:
+    """One estimate against one truth, both ``(4, 4)`` ``T_ref_src`` (tensors or arrays):
+    ``{"rre_deg", "rte_m"}``, and with ``points (N, 3)`` (the source, metres) its
+    :func:`transform_rmse` as ``"rmse_m"``."""
+    out = {
+        "rre_deg": float(relative_rotation_error_deg(est_transform, gt_transform)),
+        "rte_m": float(relative_translation_error(est_transform, gt_transform)),
+    }
+    if points is not None:
+        out["rmse_m"] = float(transform_rmse(points, est_transform, gt_transform))
+    return out
 
 
 def inlier_ratio(

@@ -12,6 +12,7 @@ from pcreg.geometry import (
     feature_matching_recall,
     inlier_ratio,
     make_transform,
+    pose_errors,
     registration_recall,
     relative_rotation_error_deg,
     relative_translation_error,
@@ -62,6 +63,19 @@ def test_rte_and_rmse_goldens():
         [[math.cos(a), math.sin(a), 0.0] for a in np.linspace(0, 6, 50)], dtype=torch.float64
     )
     assert float(transform_rmse(circle, rot_z(180), EYE)) == pytest.approx(2.0)
+
+
+def test_pose_errors_of_arrays_are_the_three_goldens():
+    est = rot_z(180).numpy()  # numpy in, floats out
+    est[:3, 3] = [3.0, 4.0, 0.0]
+    circle = np.array([[math.cos(a), math.sin(a), 0.0] for a in np.linspace(0, 6, 50)])
+    assert pose_errors(est, EYE.numpy()) == pytest.approx({"rre_deg": 180.0, "rte_m": 5.0})
+    # each circle point is rotated onto its antipode (2 m) and shifted by (3, 4, 0)
+    moved = circle @ est[:3, :3].T + est[:3, 3] - circle
+    expected = float(np.sqrt((moved**2).sum(1).mean()))
+    out = pose_errors(est, EYE.numpy(), circle)
+    assert out == pytest.approx({"rre_deg": 180.0, "rte_m": 5.0, "rmse_m": expected})
+    assert all(type(v) is float for v in out.values())
 
 
 def test_inlier_ratio_and_fmr():
