@@ -23,11 +23,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from pcreg.geometry.metrics import (
-    covariance_rmse,
-    relative_rotation_error_deg,
-    relative_translation_error,
-)
+from pcreg.geometry.metrics import covariance_rmse, pose_errors, transform_rmse
 
 __all__ = ["evaluate_pairs", "format_evaluation_markdown"]
 
@@ -114,8 +110,8 @@ def _score(item: tuple, pred, protocol: str, info: dict, radius: float) -> dict:
         if len(moved)
         else 0.0
     )
-    rre = float(relative_rotation_error_deg(est, gt_t))
-    rte = float(relative_translation_error(est, gt_t))
+    err = pose_errors(est, gt_t)
+    rre, rte = err["rre_deg"], err["rte_m"]
     scene = getattr(rec, "scene", None) or f"{getattr(rec, 'seq', 0):02d}"
     i, j = (getattr(rec, "ref_id", None), getattr(rec, "src_id", None))
     counted = True
@@ -125,9 +121,7 @@ def _score(item: tuple, pred, protocol: str, info: dict, radius: float) -> dict:
         ok = float(covariance_rmse(est, gt_t, torch.from_numpy(info[(scene, i, j)]))) <= 0.2
         counted = j > i + 1  # consecutive fragments are not part of RR
     else:
-        src64 = np.asarray(src, np.float64)
-        diff = src64 @ (pred.transform[:3, :3] - gt[:3, :3]).T + (pred.transform[:3, 3] - gt[:3, 3])
-        ok = float(np.sqrt(np.mean(np.sum(diff**2, axis=1)))) <= 0.2
+        ok = float(transform_rmse(np.asarray(src, np.float64), est, gt_t)) <= 0.2
     return {
         "scene": scene,
         "ref": i if i is not None else getattr(rec, "ref_frame", None),
