@@ -4,8 +4,9 @@
 >>> result = pcreg.register("src.ply", "ref.ply", model="indoor")  # doctest: +SKIP
 >>> result.transform                                               # doctest: +SKIP
 
-:func:`register` returns a :class:`RegistrationResult`; :func:`load_model` gives the shipped
-``"indoor"`` / ``"outdoor"`` networks (or any checkpoint) for repeated use.
+:func:`register` returns a :class:`RegistrationResult`; :func:`load_model` gives the registration
+pipeline bound to a shipped ``"indoor"`` / ``"outdoor"`` network (or any checkpoint) for repeated
+use: ``pipe = pcreg.load_model("indoor"); pipe(src, ref)``.
 """
 
 import logging
@@ -17,12 +18,8 @@ logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 
 def __getattr__(name: str):  # lazy: `import pcreg` stays light (no torch until needed)
-    if name in {"register", "RegistrationResult"}:
+    if name in {"register", "RegistrationResult", "load_model"}:
         from pcreg import api
 
         return getattr(api, name)
-    if name == "load_model":
-        from pcreg.weights import load_model
-
-        return load_model
     raise AttributeError(f"module 'pcreg' has no attribute {name!r}")

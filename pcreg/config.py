@@ -1,8 +1,15 @@
 """Typed configuration schemas and a strict loader.
 
-Hydra composes YAML into a plain mapping; :func:`from_dict` turns it into the dataclass tree
-declared here and fails on the first key it does not know, naming its dotted path and the
-closest known key, before anything expensive runs.
+Hydra composes YAML into a plain mapping; :func:`from_dict` turns it into a dataclass tree and
+fails on the first key it does not know, naming its dotted path and the closest known key,
+before anything expensive runs.
+
+This module is a leaf (floor 0 of docs/architecture.md, "Import layers"): it imports nothing of
+pcreg but :mod:`pcreg.errors`. It holds the loader and the schemas made of plain fields. The
+experiment configs that embed a model's, the augmentation's or the loss's own config
+(:class:`~pcreg.engine.configs.TrainConfig`, ``ViTExperimentConfig``,
+``DetrExperimentConfig``, ``TrainDataConfig``) live in :mod:`pcreg.engine.configs`, above the
+packages that define those parts.
 """
 
 from __future__ import annotations
@@ -17,13 +24,20 @@ from typing import Any, TypeVar
 from pcreg.errors import InputError
 
 __all__ = [
+    "ORIENTATION_SEARCHES",
     "ClassifierTrainConfig",
     "ConfigError",
+    "DetectionDataConfig",
+    "DetectionLossConfig",
+    "DetectionTrainConfig",
     "DigitsDataConfig",
     "EvalDatasetConfig",
     "EvaluateConfig",
-    "TrainConfig",
-    "ViTExperimentConfig",
+    "GenerateConfig",
+    "OptimConfig",
+    "SearchConfig",
+    "ShapesGenerateConfig",
+    "TrainLoopConfig",
     "from_dict",
     "to_dict",
 ]
@@ -111,9 +125,6 @@ def to_dict(obj: Any) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- ViT (digits)
-from pcreg.models.vit import ViTConfig  # noqa: E402  (schemas below reuse the model's fields)
-
-
 @dataclasses.dataclass
 class DigitsDataConfig:
     """The stratified digits split (see :func:`pcreg.data.vision.digits.load_digits_split`)."""
@@ -138,23 +149,7 @@ class ClassifierTrainConfig:
     num_threads: int = 0
 
 
-@dataclasses.dataclass
-class ViTExperimentConfig:
-    """``pcreg vit train|evaluate``: model, data, recipe, outputs."""
-
-    model: ViTConfig = dataclasses.field(default_factory=ViTConfig)
-    data: DigitsDataConfig = dataclasses.field(default_factory=DigitsDataConfig)
-    train: ClassifierTrainConfig = dataclasses.field(default_factory=ClassifierTrainConfig)
-    out_dir: str = "outputs/vit"
-    overwrite: bool = False
-    checkpoint: str | None = None
-    rollout_images: int = 12
-
-
 # --------------------------------------------------------------------------- DETR (shapes)
-from pcreg.models.detr.detr import DetrConfig  # noqa: E402
-
-
 @dataclasses.dataclass
 class ShapesGenerateConfig:
     """Write the synthetic shapes (``pcreg.data.vision.shapes``) when the data is missing:
@@ -205,19 +200,6 @@ class DetectionTrainConfig:
     eval_limit: int | None = 100
 
 
-@dataclasses.dataclass
-class DetrExperimentConfig:
-    """``pcreg detr train|evaluate``."""
-
-    model: DetrConfig = dataclasses.field(default_factory=DetrConfig)
-    data: DetectionDataConfig = dataclasses.field(default_factory=DetectionDataConfig)
-    loss: DetectionLossConfig = dataclasses.field(default_factory=DetectionLossConfig)
-    train: DetectionTrainConfig = dataclasses.field(default_factory=DetectionTrainConfig)
-    out_dir: str = "outputs/detr"
-    overwrite: bool = False
-    checkpoint: str | None = None
-
-
 # --------------------------------------------------------------------------- evaluate
 @dataclasses.dataclass
 class EvalDatasetConfig:
@@ -244,11 +226,6 @@ class EvaluateConfig:
 
 
 # --------------------------------------------------------------------------- train
-from pcreg.data.transforms import AugmentationConfig  # noqa: E402
-from pcreg.losses.total import LossConfig  # noqa: E402
-from pcreg.models.geotransformer.config import GeoTransformerConfig  # noqa: E402
-
-
 @dataclasses.dataclass
 class GenerateConfig:
     """Generate a synthetic dataset into ``data.root`` when it holds no metadata yet."""
@@ -257,20 +234,6 @@ class GenerateConfig:
     train_scenes: int = 40
     val_scenes: int = 4
     seed: int = 0  # validation scenes use seed + 1_000_000: never trained on
-
-
-@dataclasses.dataclass
-class TrainDataConfig:
-    layout: str = "threedmatch"  # threedmatch | kitti (directory layout of data.root)
-    root: str = ""
-    train_split: str = "train"
-    val_split: str = "val"
-    generate: GenerateConfig | None = None
-    augmentation: AugmentationConfig = dataclasses.field(default_factory=AugmentationConfig)
-    batch_size: int = 1  # pairs per process and step
-    point_limit: int | None = 30000  # random subset per cloud in training (GeoTransformer)
-    max_val_pairs: int | None = 50
-    success: str = "rmse"  # rmse (RMSE of the moved source <= 0.2 m) | kitti (RRE<5, RTE<2)
 
 
 @dataclasses.dataclass
@@ -304,12 +267,38 @@ class TrainLoopConfig:
     device: str = "auto"  # auto | cpu | cuda | cuda:N
 
 
-@dataclasses.dataclass
-class TrainConfig:
-    """``pcreg train``: the registration model on a dataset."""
+#: values of :attr:`SearchConfig.orientation_search`
+ORIENTATION_SEARCHES = ("none", "manhattan")
 
-    model: GeoTransformerConfig = dataclasses.field(default_factory=GeoTransformerConfig)
-    data: TrainDataConfig = dataclasses.field(default_factory=TrainDataConfig)
-    loss: LossConfig = dataclasses.field(default_factory=LossConfig)
-    optim: OptimConfig = dataclasses.field(default_factory=OptimConfig)
-    train: TrainLoopConfig = dataclasses.field(default_factory=TrainLoopConfig)
+
+@dataclasses.dataclass(frozen=True)
+class SearchConfig:
+    """Inference-time settings of the orientation search.
+
+    orientation_search: ``"none"`` (the pair as given) or ``"manhattan"`` (the 24 cube
+        rotations between Manhattan frames; for rooms, with a network trained on small
+        rotations).
+    orientation_keep: Manhattan: run the network only on the hypotheses whose pre-network
+        ranking score is at least this fraction of the best (0 runs all 24; 0.7 measured on
+        generated rooms: a clear winner costs one forward pass, an ambiguous pair several).
+    orientation_rank_voxel: grid cell (metres) of the pre-network ranking.
+    """
+
+    orientation_search: str = "none"
+    orientation_keep: float = 0.7
+    orientation_rank_voxel: float = 0.2
+
+    def __post_init__(self) -> None:
+        if self.orientation_search not in ORIENTATION_SEARCHES:
+            raise ValueError(
+                f"orientation_search must be one of {ORIENTATION_SEARCHES}, "
+                f"got {self.orientation_search!r}"
+            )
+        if not 0.0 <= float(self.orientation_keep) <= 1.0:
+            raise ValueError(
+                f"orientation_keep must lie between 0 and 1, got {self.orientation_keep:g}"
+            )
+        if not float(self.orientation_rank_voxel) > 0:
+            raise ValueError(
+                f"orientation_rank_voxel must be positive, got {self.orientation_rank_voxel}"
+            )

@@ -141,7 +141,7 @@ def resolve_defaults(
     """``"auto"`` choices: the learned model on a generated room when its weights ship;
     otherwise (said in a warning) FPFH + RANSAC + ICP on the real 3DMatch pair, or on the
     generated room when ``../shared/data`` is absent."""
-    from pcreg.weights import WEIGHTS_DIR
+    from pcreg.registration.loading import WEIGHTS_DIR
 
     have_weights = model not in ("indoor", "outdoor") or (WEIGHTS_DIR / f"{model}.pt").is_file()
     if method == "auto":

@@ -45,27 +45,19 @@ def run_odometry(
     Raises:
         InputError: fewer than two scans, or any scan that :func:`pcreg.api.register` rejects.
     """
-    from pcreg.api import register_points
+    from pcreg.api import pipeline
     from pcreg.io import read_points
 
     if len(scans) < 2:
         raise InputError("scans", f"odometry needs at least two scans, got {len(scans)}")
+    register = pipeline(model, method=method, icp=icp, voxel_size=voxel_size, device=device)
     poses = [np.eye(4)]
     relative, times = [], []
     previous = read_points(scans[0])
     used = model or "auto"
     for k in tqdm(range(1, len(scans)), desc="odometry", unit="scan", disable=not progress):
         current = read_points(scans[k])
-        result = register_points(
-            current,
-            previous,
-            model,
-            method=method,
-            icp=icp,
-            voxel_size=voxel_size,
-            device=device,
-            names=(os.fspath(scans[k]), os.fspath(scans[k - 1])),
-        )
+        result = register(current, previous, (os.fspath(scans[k]), os.fspath(scans[k - 1])))
         used = result.model
         relative.append(result.transform)
         times.append(result.time_s)

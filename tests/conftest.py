@@ -35,8 +35,8 @@ def shared_data() -> Path:
 def tiny_checkpoint(tmp_path_factory) -> Path:
     """A randomly initialised, tiny registration model saved as a loadable checkpoint: fast
     plumbing tests of everything that takes ``--model PATH`` (its estimates are meaningless)."""
-    from pcreg.engine.inference import save_model_checkpoint
-    from pcreg.models.geotransformer import GeoTransformer, GeoTransformerConfig
+    from pcreg.models.geotransformer import GeoTransformerConfig, build_geotransformer
+    from pcreg.registration.network import save_model_checkpoint
 
     torch.manual_seed(0)
     cfg = GeoTransformerConfig(
@@ -53,7 +53,7 @@ def tiny_checkpoint(tmp_path_factory) -> Path:
         neighbor_limits=(20, 20, 20, 20),
     )
     path = tmp_path_factory.mktemp("model") / "tiny.pt"
-    save_model_checkpoint(path, GeoTransformer(cfg))
+    save_model_checkpoint(path, build_geotransformer(cfg))
     return path
 
 
@@ -64,3 +64,12 @@ def room_pair():
     from pcreg.demo import _room_pair
 
     return _room_pair(0)
+
+
+@pytest.fixture(scope="session")
+def three_pairs(room_pair) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Three different ``(src, ref)`` inputs: the room pair, its source turned 90 deg, and
+    the pair swapped."""
+    src, ref, _ = room_pair
+    rot = np.array([[0.0, -1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 1.0]])
+    return [(src, ref), ((src @ rot.T).astype(np.float32), ref), (ref, src)]

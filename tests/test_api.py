@@ -8,7 +8,8 @@ import pytest
 import torch
 
 import pcreg
-from pcreg.api import MIN_POINTS, TooFewPointsError, choose_model, cloud_extent, register
+from pcreg.api import MIN_POINTS, TooFewPointsError, register
+from pcreg.registration.pipeline import choose_model, cloud_extent
 from pcreg.errors import InputError, MissingFileError
 from pcreg.io import write_points
 
@@ -116,7 +117,7 @@ def test_bad_inputs_raise_clear_errors(room_pair, tiny_checkpoint):
 
 
 def test_voxel_count_counts_occupied_cells(gen):
-    from pcreg.api import _voxel_count
+    from pcreg.registration.pipeline import _voxel_count
 
     rng = np.random.default_rng(0)
     pts = rng.uniform(0, 10, (5000, 3))

@@ -1,8 +1,10 @@
-"""The command line: exit codes and one-line messages, the demo end to end."""
+"""The command line: exit codes and one-line messages, the demo end to end, every subcommand
+in its own module of pcreg.commands, the benchmark's choice of sections."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -81,3 +83,113 @@ def test_benchmark_section_replacement(tmp_path):
     text = md.read_text()
     assert "table v2" in text and "table v1" not in text and "intro" in text and "x" in text
     assert text.count("<!-- BEGIN neighbors -->") == 1
+
+
+SUBCOMMANDS = {
+    "benchmark": "pcreg.commands.benchmark",
+    "register": "pcreg.commands.register",
+    "odometry": "pcreg.commands.odometry",
+    "view": "pcreg.commands.view",
+    "demo": "pcreg.commands.demo",
+    "vit": "pcreg.commands.train",
+    "detr": "pcreg.commands.train",
+    "train": "pcreg.commands.train",
+    "evaluate": "pcreg.commands.evaluate",
+    "evaluate-log": "pcreg.commands.evaluate",
+}
+
+
+def _subparsers():
+    import argparse
+
+    from pcreg.cli import build_parser
+
+    (action,) = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    return action.choices
+
+
+def test_every_subcommand_is_a_thin_module_of_pcreg_commands():
+    """cli.py only builds the parser and maps errors: each handler lives in its command module,
+    listed in the same order as ever."""
+    import pcreg.cli
+
+    choices = _subparsers()
+    assert list(choices) == list(SUBCOMMANDS)
+    assert {n: p.get_default("func").__module__ for n, p in choices.items()} == SUBCOMMANDS
+    left = [n for n in vars(pcreg.cli) if n.startswith(("_cmd_", "_benchmark_", "_hydra"))]
+    assert left == []
+
+
+def test_default_shared_data_is_beside_the_checkout():
+    from pathlib import Path
+
+    from pcreg.commands._paths import DEFAULT_SHARED_DATA
+
+    repo = Path(__file__).resolve().parents[1]
+    expected = Path(os.environ.get("PCREG_SHARED_DATA", repo.parent / "shared" / "data"))
+    assert expected == DEFAULT_SHARED_DATA
+    for name in ("benchmark", "demo"):
+        assert _subparsers()[name].get_default("shared_data") == expected
+
+
+@pytest.fixture
+def sections(monkeypatch, tmp_path):
+    """The benchmark sections replaced by recorders: which ran, with which models."""
+    import pcreg.commands.benchmark as bench
+    from pcreg.errors import InputError
+
+    ran = []
+
+    def fake(name, fail=False):
+        def section(args):
+            ran.append((name, args.indoor_model, args.outdoor_model))
+            if fail:
+                raise InputError(tmp_path, "no data here")
+            return 0
+
+        section.__name__ = f"_benchmark_{name}"
+        return section
+
+    for name in ("neighbors", "subsampling", "pipeline", "registration"):
+        monkeypatch.setattr(bench, f"_benchmark_{name}", fake(name))
+    monkeypatch.setattr(bench, "_benchmark_model", fake("model", fail=True))
+    monkeypatch.setattr(bench, "_model_exists", lambda m: m != "outdoor")
+    return ran
+
+
+def test_benchmark_runs_the_sections_its_flags_name(sections):
+    assert main(["benchmark", "--pipeline", "--outdoor-model", "none"]) == 0
+    assert sections == [("pipeline", "indoor", "none")]
+    sections.clear()
+    assert main(["benchmark", "--quick"]) == 0
+    assert [s[0] for s in sections] == ["neighbors", "subsampling"]
+
+
+def test_full_benchmark_skips_absent_models_and_sections_without_data(sections, caplog):
+    import logging
+
+    with caplog.at_level(logging.WARNING, logger="pcreg"):
+        assert main(["benchmark"]) == 0
+    # the model section raised InputError (no demo pair): skipped, the others still ran; the
+    # absent outdoor model is left out of the pipeline and registration sections
+    assert sections == [
+        ("neighbors", "indoor", "outdoor"),
+        ("subsampling", "indoor", "outdoor"),
+        ("model", "indoor", "outdoor"),
+        ("pipeline", "indoor", "none"),
+        ("registration", "indoor", "none"),
+    ]
+    assert "skipping _benchmark_model: " in caplog.text and "no data here" in caplog.text
+    assert "_benchmark_pipeline: skipping models that do not exist: outdoor" in caplog.text
+
+
+def test_the_command_line_opts_into_keeping_freed_memory(monkeypatch, capsys):
+    """The process-wide malloc setting (pcreg/engine/heap.py) is the entry point's choice, made
+    before any command runs; building a model does not make it (tests/engine/test_heap.py)."""
+    from pcreg.cli import main
+    from pcreg.engine import heap
+
+    monkeypatch.delenv(heap.ENV_VAR, raising=False)
+    monkeypatch.setattr(heap, "_active", False)
+    assert main(["evaluate-log", "--gt-dir", "/nonexistent", "--est-dir", "/nonexistent"]) == 2
+    assert heap._active == (heap._glibc() is not None)

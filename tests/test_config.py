@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 
 import pytest
 
 from pcreg._compose import compose
-from pcreg.config import ConfigError, ViTExperimentConfig, from_dict
+from pcreg.config import ConfigError, EvaluateConfig, OptimConfig, from_dict
+from pcreg.engine.configs import DetrExperimentConfig, TrainConfig, ViTExperimentConfig
 
 
 def test_composed_experiment_is_typed():
@@ -45,3 +48,38 @@ def test_strict_loader_checks_types():
         from_dict(ViTExperimentConfig, {"train": {"lr": True}})
     cfg = from_dict(ViTExperimentConfig, {"train": {"lr": 1}, "checkpoint": None})
     assert cfg.train.lr == 1.0 and isinstance(cfg.train.lr, float)
+
+
+@pytest.mark.parametrize(
+    ("name", "cls"),
+    [("train", TrainConfig), ("detr", DetrExperimentConfig), ("evaluate", EvaluateConfig)],
+)
+def test_every_composed_config_loads_strictly(name, cls):
+    cfg = from_dict(cls, compose(name, []))
+    assert isinstance(cfg, cls)
+    data = compose(name, [])
+    data["out_dirr"] = "x"
+    with pytest.raises(ConfigError, match="out_dirr: unknown config key"):
+        from_dict(cls, data)
+
+
+def test_nested_schemas_of_the_experiment_configs_are_typed():
+    cfg = from_dict(
+        TrainConfig,
+        {"optim": {"lr": 1}, "model": {"voxel_size": 0.05}, "data": {"augmentation": {}}},
+    )
+    assert isinstance(cfg.optim, OptimConfig) and cfg.optim.lr == 1.0
+    assert cfg.model.voxel_size == 0.05
+    with pytest.raises(ConfigError, match=r"data\.augmentation\.rotaton: unknown config key"):
+        from_dict(TrainConfig, {"data": {"augmentation": {"rotaton": 1.0}}})
+
+
+def test_config_module_is_a_leaf():
+    """``pcreg.config`` (floor 0) loads no other pcreg module but ``pcreg.errors``: importing it
+    costs no torch and cannot pull a model in (docs/architecture.md, "Import layers")."""
+    code = (
+        "import sys, pcreg.config; "
+        "print(sorted(m for m in sys.modules if m.startswith(('pcreg', 'torch'))))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "['pcreg', 'pcreg.config', 'pcreg.errors']"

@@ -24,15 +24,15 @@ def test_shipped_indoor_registers_the_demo_room():
 def test_orientation_keep_sets_how_many_hypotheses_run(monkeypatch):
     """``orientation_keep=0`` runs all 24 cube hypotheses, the default only the top-ranked
     few, and both register the demo room."""
-    from pcreg.engine.inference import Registrar
+    from pcreg.registration.network import Registrar
 
     src, ref, gt, _ = synthetic_demo_pair()
     run = []
     original = Registrar.hypotheses
 
-    def counting(self, ref_c, src_c, rotations):
+    def counting(self, src_c, ref_c, rotations):
         run.append(len(rotations))
-        return original(self, ref_c, src_c, rotations)
+        return original(self, src_c, ref_c, rotations)
 
     monkeypatch.setattr(Registrar, "hypotheses", counting)
     for keep in (None, 0.0):

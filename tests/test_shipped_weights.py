@@ -18,7 +18,7 @@ import torch
 import pcreg
 from pcreg.bench.registration import real_cases, run_cases
 from pcreg.engine.checkpoint import load_checkpoint
-from pcreg.weights import WEIGHTS_DIR
+from pcreg.registration.loading import WEIGHTS_DIR
 
 
 @pytest.mark.parametrize(

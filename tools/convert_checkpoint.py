@@ -7,7 +7,7 @@ import argparse
 import sys
 
 from pcreg.engine.checkpoint import save_checkpoint
-from pcreg.models.geotransformer import GeoTransformer, kitti_config, threedmatch_config
+from pcreg.models.geotransformer import build_geotransformer, kitti_config, threedmatch_config
 from pcreg.models.geotransformer.convert import load_upstream_checkpoint
 
 if __name__ == "__main__":
@@ -18,7 +18,7 @@ if __name__ == "__main__":
     p.add_argument("--force", action="store_true")
     a = p.parse_args()
     cfg = threedmatch_config() if a.config == "3dmatch" else kitti_config()
-    model = GeoTransformer(cfg)
+    model = build_geotransformer(cfg)
     load_upstream_checkpoint(a.upstream, model)
     save_checkpoint(
         a.output,

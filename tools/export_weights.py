@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from pcreg.errors import InputError
-from pcreg.weights import SHIPPED_MODELS, WEIGHTS_DIR, export_weights
+from pcreg.registration.loading import SHIPPED_MODELS, WEIGHTS_DIR, export_weights
 
 
 def main(argv: list[str] | None = None) -> int:

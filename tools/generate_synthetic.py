@@ -12,8 +12,9 @@ import argparse
 import logging
 from pathlib import Path
 
-from pcreg.data.synthetic.report import write_dataset_report
+from pcreg.data.synthetic.report import dataset_report
 from pcreg.data.synthetic.writer import write_indoor_dataset, write_outdoor_dataset
+from pcreg.viz.pairs import save_overlap_histogram_png, save_pair_grid_png
 
 if __name__ == "__main__":
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
@@ -27,4 +28,7 @@ if __name__ == "__main__":
     a = p.parse_args()
     write = write_indoor_dataset if a.kind == "indoor" else write_outdoor_dataset
     records = write(a.out, a.split, a.scenes, a.seed, overwrite=a.force)
-    logging.info(write_dataset_report(a.out, a.kind, a.split, records, a.scenes))
+    report = dataset_report(a.out, a.kind, a.split, records, a.scenes)
+    save_overlap_histogram_png(report.overlaps, report.overlap_png, report.title)
+    save_pair_grid_png(report.samples_png, report.samples)
+    logging.info(report.summary)

@@ -45,26 +45,17 @@ def _worker(demo_dir: str, overrides: dict, runs: int) -> dict:
     from pcreg.bench.report import median_time
     from pcreg.data.collate import collate_pairs
     from pcreg.layers import count_parameters
-    from pcreg.models.geotransformer import GeoTransformer, threedmatch_config
+    from pcreg.models.geotransformer import build_geotransformer, threedmatch_config
 
     demo = Path(demo_dir)
     src = torch.from_numpy(np.load(demo / "src.npy")).float()
     ref = torch.from_numpy(np.load(demo / "ref.npy")).float()
     cfg = threedmatch_config(**overrides)
     torch.manual_seed(0)
-    model = GeoTransformer(cfg).eval()
+    model = build_geotransformer(cfg).eval()
 
     def prep():
-        return collate_pairs(
-            [ref],
-            [src],
-            voxel_size=cfg.voxel_size,
-            num_stages=cfg.num_stages,
-            search_radius=cfg.search_radius,
-            neighbor_limits=cfg.neighbor_limits,
-            input_features=cfg.input_features,
-            fpfh_radii=cfg.fpfh_radii,
-        )
+        return collate_pairs([src], [ref], cfg)
 
     batch = prep()
     prep_s, _ = median_time(prep, runs=runs, warmup=0)

@@ -14,7 +14,7 @@ median call is split into stages with forward hooks: read + checks, subsampling 
 backbone, transformer, optimal transport, matching + LGR.
 
 Throughput: the pairs of one setting, four at a time, registered one by one (batch 1), in
-one process (``Registrar.batch``, batch 4) and over worker processes (``workers=2``); pairs per
+one process (``Registration.batch``, batch 4) and over worker processes (``WorkerPool``, 2); pairs per
 second of the network alone (the clouds are already in memory).
 """
 
@@ -83,16 +83,16 @@ class _LatencyCase:
     per :meth:`run`; :meth:`summary` gives the median and the median call's stage split."""
 
     def __init__(self, pair: dict, method: str, model: str, icp: bool) -> None:
-        from pcreg.api import _cached_model, register
+        from pcreg.api import pipeline, register
 
         self.pair, self.method, self.model, self.icp = RealPair(**pair), method, model, icp
         self._register = register
         self.stages = None
         if method == "geotransformer":
-            net = _cached_model(model, "cpu").model
+            net = pipeline(model).loaded().network.model
             self.stages = _StageTimer(
                 {"forward": net, "backbone": net.backbone, "transformer": net.transformer,
-                 "optimal_transport": net.optimal_transport}
+                 "optimal_transport": net.matcher.optimal_transport}
             )  # fmt: skip
         start = time.perf_counter()
         self.result = self._call()
@@ -250,14 +250,16 @@ def _throughput_worker(pairs: list[dict], model: str, runs: int, workers: int = 
     """Pairs per second of the network on four pairs: one after another (with torch's threads
     and with one thread, which shows how much of the CPU a single registration uses), as one
     batch in this process, and as one batch over ``workers`` worker processes
-    (``Registrar.batch(..., workers=)``; the pool started before timing, its start reported)."""
+    (:class:`~pcreg.registration.workers.WorkerPool`; the pool started before timing, its start
+    reported)."""
     import torch
 
-    from pcreg.api import _cached_model
+    from pcreg.api import pipeline
     from pcreg.io import read_points
+    from pcreg.registration.workers import WorkerPool
 
-    registrar = _cached_model(model, "cpu")
-    clouds = [(read_points(p["ref"]), read_points(p["src"])) for p in pairs]
+    register = pipeline(model)
+    clouds = [(read_points(p["src"]), read_points(p["ref"])) for p in pairs]
     four = [clouds[i % len(clouds)] for i in range(4)]
     threads = torch.get_num_threads()
 
@@ -269,24 +271,22 @@ def _throughput_worker(pairs: list[dict], model: str, runs: int, workers: int = 
             times.append(time.perf_counter() - start)
         return 4 / statistics.median(times)
 
-    registrar.batch(four[:1])  # warm-up
-    out = {"batch1_pairs_per_s": rate(lambda: [registrar(*pair) for pair in four])}
+    register.batch(four[:1])  # warm-up
+    out = {"batch1_pairs_per_s": rate(lambda: [register(*pair) for pair in four])}
     out["peak_mib_batch1"] = _peak_mib()
     torch.set_num_threads(1)
     try:
-        out["batch1_one_thread_pairs_per_s"] = rate(lambda: [registrar(*pair) for pair in four])
+        out["batch1_one_thread_pairs_per_s"] = rate(lambda: [register(*pair) for pair in four])
     finally:
         torch.set_num_threads(threads)
-    out["batch4_pairs_per_s"] = rate(lambda: registrar.batch(four))
+    out["batch4_pairs_per_s"] = rate(lambda: register.batch(four))
     out["peak_mib_batch4"] = _peak_mib()
     start = time.perf_counter()
-    registrar.batch(four[:2], workers=workers)  # starts the pool, warms both workers up
-    out["pool_start_s"] = time.perf_counter() - start
-    try:
-        out["batch4_workers_pairs_per_s"] = rate(lambda: registrar.batch(four, workers=workers))
-        out["peak_mib_worker"] = registrar._worker_pool(workers).peak_rss_mib()
-    finally:
-        registrar.close()
+    with WorkerPool(register, workers) as pool:
+        pool.map(four[:2])  # warms both workers up
+        out["pool_start_s"] = time.perf_counter() - start
+        out["batch4_workers_pairs_per_s"] = rate(lambda: pool.map(four))
+        out["peak_mib_worker"] = pool.peak_rss_mib()
     out.update(workers=workers, threads=threads, cores=os.cpu_count())
     return out
 
@@ -469,9 +469,9 @@ def _throughput_table(results: dict) -> list[str]:
         "Batch throughput of the network (four pairs of the setting, clouds in memory; "
         f"median of {results['runs']}). Batch 1: the pairs one after another, with torch's "
         "threads and with one thread (their ratio is how much a single registration gains "
-        "from the other cores). Batch 4: `Registrar.batch` in this process (one padded "
+        "from the other cores). Batch 4: `Registration.batch` in this process (one padded "
         "forward pass; the indoor search runs pair by pair), and spread over worker "
-        "processes of one torch thread each (`Registrar.batch(pairs, workers=N)`; the "
+        "processes of one torch thread each (`pcreg.registration.workers.WorkerPool`; the "
         "pool's start, excluded, is its own column). Ceiling: what the workers would give "
         "with perfect scaling, min(workers, cores) x the one-thread rate, over batch 1; "
         "scaling: the workers' rate as a share of that perfect rate.",

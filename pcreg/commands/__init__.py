@@ -1,2 +1,5 @@
-"""The product subcommands of ``pcreg`` (register, odometry, view): argument parsing and
-output only; the work is done by :mod:`pcreg.api`, :mod:`pcreg.odometry` and :mod:`pcreg.viz`."""
+"""The subcommands of ``pcreg``, one module each: ``add_parser(sub)`` wires the arguments and the
+handler is a thin wrapper (argument parsing and output only) over a library function:
+:mod:`pcreg.api`, :mod:`pcreg.odometry` and :mod:`pcreg.viz` (register, odometry, view),
+:mod:`pcreg.bench` (benchmark), :mod:`pcreg.demo` (demo), :mod:`pcreg.engine` (train, vit, detr,
+evaluate, evaluate-log)."""

@@ -105,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
             result.transform,
             correspondences=(result.src_corr_points, result.ref_corr_points),
             gt=gt,
-            radius=0.6 if result.setting == "outdoor" else 0.1,
+            radius=result.inlier_radius,
             title=title,
             overwrite=args.force,
         )

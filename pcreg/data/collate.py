@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import torch
 from torch import Tensor
 
-from pcreg.data.features import input_features as compute_input_features
+from pcreg.ops.features import input_features as compute_input_features
 from pcreg.ops.grid_subsample import grid_subsample
 from pcreg.ops.pyramid import Pyramid, build_pyramid
 
-__all__ = ["PairBatch", "collate_pairs"]
+__all__ = ["PairBatch", "PyramidSettings", "collate_pairs"]
 
 
 @dataclass
@@ -37,44 +38,54 @@ class PairBatch:
         return PairBatch(moved, self.feats.to(device), self.batch_size, tr)
 
 
+class PyramidSettings(Protocol):
+    """What batching needs from a model configuration (a
+    :class:`~pcreg.models.geotransformer.GeoTransformerConfig` provides it): the voxel and
+    pyramid the backbone was trained with, and the input features."""
+
+    voxel_size: float
+    num_stages: int
+    neighbor_limits: Sequence[int]
+    input_features: str
+    fpfh_radii: Sequence[float]
+
+    @property
+    def search_radius(self) -> float: ...
+
+
 def collate_pairs(
-    refs: Sequence[Tensor],
     srcs: Sequence[Tensor],
+    refs: Sequence[Tensor],
+    cfg: PyramidSettings,
     *,
-    voxel_size: float,
-    num_stages: int,
-    search_radius: float,
-    neighbor_limits: Sequence[int],
     transforms: Sequence[Tensor] | Tensor | None = None,
     backend: str = "auto",
-    input_features: str = "ones",
-    fpfh_radii: Sequence[float] = (0.1, 0.25),
 ) -> PairBatch:
-    """Voxelise each cloud at ``voxel_size`` (one centroid per voxel) and build the pyramid.
+    """Voxelise each cloud at ``cfg.voxel_size`` (one centroid per voxel), build the neighbor
+    pyramid and the input features (:func:`pcreg.data.features.input_features`).
 
-    input_features / fpfh_radii: the per-point features
-    (:func:`pcreg.data.features.input_features`).
-
-    refs / srcs: B clouds ``(N_i, 3)`` float32 each (metres). transforms: optional B ``(4, 4)``.
+    srcs / refs: B clouds ``(N_i, 3)`` each (metres; cast to float32). transforms: optional B
+    ground-truth ``T_ref_src`` ``(4, 4)``. The batch packs the references first, then the
+    sources (the layout :class:`~pcreg.models.geotransformer.GeoTransformer` expects).
     """
     if len(refs) != len(srcs) or not refs:
         raise ValueError(
-            f"need the same non-zero number of refs and srcs, got {len(refs)}/{len(srcs)}"
+            f"need the same non-zero number of srcs and refs, got {len(srcs)}/{len(refs)}"
         )
     clouds = [*refs, *srcs]
-    points = torch.cat([c.to(torch.float32) for c in clouds], 0)
+    points = torch.cat([torch.as_tensor(c).to(torch.float32) for c in clouds], 0)
     lengths = torch.tensor([c.shape[0] for c in clouds], dtype=torch.long)
-    points, lengths = grid_subsample(points, lengths, voxel_size)
+    points, lengths = grid_subsample(points, lengths, cfg.voxel_size)
     pyramid = build_pyramid(
         points,
         lengths,
-        num_stages=num_stages,
-        voxel_size=voxel_size,
-        radius=search_radius,
-        neighbor_limits=list(neighbor_limits),
+        num_stages=cfg.num_stages,
+        voxel_size=cfg.voxel_size,
+        radius=cfg.search_radius,
+        neighbor_limits=list(cfg.neighbor_limits),
         backend=backend,
     )
-    feats = compute_input_features(points, lengths, input_features, tuple(fpfh_radii))
+    feats = compute_input_features(points, lengths, cfg.input_features, tuple(cfg.fpfh_radii))
     tr = None
     if transforms is not None:
         tr = torch.stack(list(transforms)) if not isinstance(transforms, Tensor) else transforms

@@ -1,11 +1,14 @@
 """Train and evaluate the ViT classifier on the digits images (``pcreg vit train|evaluate``).
 
-Writes into ``out_dir``: ``checkpoint.pt``, ``metrics.json``, ``training_curves.png`` and
-``attention_rollout.png``. Everything is seeded by ``train.seed`` / ``data.seed``.
+Training writes ``checkpoint.pt`` and ``metrics.json`` into ``out_dir`` and returns what the
+pictures ``training_curves.png`` and ``attention_rollout.png`` show (the metrics' ``history``
+and a :class:`RolloutSample`); ``pcreg vit train`` draws them there. Everything is seeded by
+``train.seed`` / ``data.seed``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
@@ -13,19 +16,51 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from pcreg._fs import atomic_output, check_writable
-from pcreg.config import ViTExperimentConfig, from_dict, to_dict
+from pcreg.config import from_dict, to_dict
 from pcreg.data.vision.digits import load_digits_split, random_shift
 from pcreg.engine.checkpoint import load_checkpoint, save_checkpoint
+from pcreg.engine.configs import ViTExperimentConfig
 from pcreg.models.vit import VisionTransformer, ViTConfig, attention_rollout
 
-__all__ = ["evaluate_vit", "train_vit"]
+__all__ = [
+    "OUTPUTS",
+    "RolloutSample",
+    "ViTTraining",
+    "evaluate_vit",
+    "rollout_sample",
+    "train_vit",
+]
 
 logger = logging.getLogger(__name__)
+
+#: What a training run leaves in ``out_dir``; all are checked before training starts.
+OUTPUTS = ("checkpoint.pt", "metrics.json", "training_curves.png", "attention_rollout.png")
+
+
+@dataclasses.dataclass
+class RolloutSample:
+    """Test images, the attention-rollout relevance of their patches for the class token, and
+    the true / predicted labels: what ``attention_rollout.png`` shows."""
+
+    images: np.ndarray  # (B, H, W) grey in [0, 1]
+    relevance: np.ndarray  # (B, g, g)
+    labels: list[int]
+    predictions: list[int]
+
+
+@dataclasses.dataclass
+class ViTTraining:
+    """:func:`train_vit`'s result: ``metrics`` as written to ``metrics.json`` (with the
+    per-epoch ``history``) and the rollout of the first ``rollout_images`` test images."""
+
+    metrics: dict[str, Any]
+    rollout: RolloutSample
 
 
 def _write_json(path: Path, data: dict[str, Any], overwrite: bool) -> None:
@@ -52,36 +87,27 @@ def _evaluate(
     return loss, acc
 
 
-def _rollout_png(
-    model: VisionTransformer,
-    images: torch.Tensor,
-    labels: torch.Tensor,
-    path: Path,
-    overwrite: bool,
-) -> None:
-    from pcreg.viz.plots import save_attention_rollout_png
-
+@torch.no_grad()
+def rollout_sample(
+    model: VisionTransformer, images: torch.Tensor, labels: torch.Tensor
+) -> RolloutSample:
+    """Classify ``images (B, 1, H, W)`` and roll their attention out (Abnar & Zuidema 2020)."""
     model.eval()
-    with torch.no_grad():
-        logits, attn = model(images, return_attention=True)
+    logits, attn = model(images, return_attention=True)
     g = model.grid
     rel = attention_rollout(attn).reshape(-1, g, g)
-    save_attention_rollout_png(
-        images[:, 0].numpy(),
-        rel.numpy(),
-        labels.tolist(),
-        logits.argmax(1).tolist(),
-        path,
-        overwrite=overwrite,
+    return RolloutSample(
+        images[:, 0].numpy(), rel.numpy(), labels.tolist(), logits.argmax(1).tolist()
     )
 
 
-def train_vit(cfg: ViTExperimentConfig) -> dict[str, Any]:
-    """Train, then write checkpoint, metrics, curves and the rollout picture. Returns metrics."""
+def train_vit(cfg: ViTExperimentConfig) -> ViTTraining:
+    """Train, then write the checkpoint and ``metrics.json``. Returns the metrics and the
+    attention rollout of ``rollout_images`` test images for the caller to draw (every name of
+    :data:`OUTPUTS` is checked for writing first: a run fails before training, not after)."""
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    names = ("checkpoint.pt", "metrics.json", "training_curves.png", "attention_rollout.png")
-    for name in names:  # fail before training, not after
+    for name in OUTPUTS:  # fail before training, not after
         check_writable(out / name, overwrite=cfg.overwrite)
     t = cfg.train
     if t.num_threads > 0:
@@ -158,23 +184,8 @@ def train_vit(cfg: ViTExperimentConfig) -> dict[str, Any]:
         metrics={k: v for k, v in metrics.items() if k != "history"},
     )
     _write_json(out / "metrics.json", metrics, cfg.overwrite)
-    from pcreg.viz.plots import save_training_curves_png
-
-    save_training_curves_png(
-        history,
-        out / "training_curves.png",
-        panels=[["train_loss", "test_loss"], ["train_accuracy", "test_accuracy"]],
-        title=f"ViT on digits: test accuracy {metrics['test_accuracy']:.4f}, {t.epochs} epochs",
-        overwrite=cfg.overwrite,
-    )
     k = min(cfg.rollout_images, len(split.test_labels))
-    _rollout_png(
-        model,
-        split.test_images[:k],
-        split.test_labels[:k],
-        out / "attention_rollout.png",
-        cfg.overwrite,
-    )
+    rollout = rollout_sample(model, split.test_images[:k], split.test_labels[:k])
     logger.info(
         "test accuracy %.4f after %d epochs in %.1f s; outputs in %s",
         metrics["test_accuracy"],
@@ -182,7 +193,7 @@ def train_vit(cfg: ViTExperimentConfig) -> dict[str, Any]:
         seconds,
         out,
     )
-    return metrics
+    return ViTTraining(metrics, rollout)
 
 
 def evaluate_vit(cfg: ViTExperimentConfig) -> dict[str, Any]:

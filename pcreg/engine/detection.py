@@ -3,13 +3,16 @@
 ``data.root`` holds ``<split>/*.png`` and ``annotations/<split>.json``; with ``data.generate``
 the synthetic shapes are written there first (:mod:`pcreg.data.vision.shapes`). Evaluation is
 pycocotools' ``COCOeval`` (the maintained reference implementation of COCO box AP): every query
-becomes a detection scored by its best real-class probability. ``out_dir`` receives
-``checkpoint.pt``, ``metrics.json``, ``training_curves.png`` and ``predictions.png``.
+becomes a detection scored by its best real-class probability. Training writes ``checkpoint.pt``
+and ``metrics.json`` into ``out_dir`` and returns what ``training_curves.png`` and
+``predictions.png`` show (the metrics' ``history`` and a :class:`DetectionSample`); ``pcreg detr
+train`` draws them there.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import json
 import logging
@@ -23,16 +26,47 @@ import torch
 from tqdm.auto import tqdm
 
 from pcreg._fs import atomic_output, check_writable
-from pcreg.config import DetrExperimentConfig, to_dict
+from pcreg.config import to_dict
 from pcreg.data.vision.coco import CocoDetection, collate_images
 from pcreg.engine.checkpoint import load_checkpoint, save_checkpoint
+from pcreg.engine.configs import DetrExperimentConfig
 from pcreg.models.detr import HungarianMatcher, SetCriterion, build_detr
 
-__all__ = ["coco_evaluate", "evaluate_detr", "predictions_to_coco", "train_detr"]
+__all__ = [
+    "OUTPUTS",
+    "DetectionSample",
+    "DetrTraining",
+    "coco_evaluate",
+    "evaluate_detr",
+    "predictions_to_coco",
+    "train_detr",
+]
 
 logger = logging.getLogger(__name__)
 
+#: What a training run leaves in ``out_dir``; all are checked before training starts.
 OUTPUTS = ("checkpoint.pt", "metrics.json", "training_curves.png", "predictions.png")
+
+
+@dataclasses.dataclass
+class DetectionSample:
+    """The first validation batch with the model's raw output (``pred_logits``,
+    ``pred_boxes``) and the category names: what ``predictions.png`` shows."""
+
+    images: torch.Tensor  # (B, 3, H, W), normalised as pcreg.data.vision.coco does
+    valid: torch.Tensor
+    targets: list[dict]
+    outputs: dict[str, torch.Tensor]
+    names: list[str]
+
+
+@dataclasses.dataclass
+class DetrTraining:
+    """:func:`train_detr`'s result: ``metrics`` as written to ``metrics.json`` (COCOeval's
+    numbers, timings and the per-epoch ``history``) and the first validation batch."""
+
+    metrics: dict[str, Any]
+    sample: DetectionSample
 
 
 def _dataset(cfg: DetrExperimentConfig, split: str) -> CocoDetection:
@@ -125,11 +159,10 @@ def _build(cfg: DetrExperimentConfig):
     return model, criterion
 
 
-def train_detr(cfg: DetrExperimentConfig) -> dict[str, Any]:
-    """Train, evaluate on the validation split with COCOeval, write :data:`OUTPUTS`."""
-    from pcreg.viz.detections import save_detections_png
-    from pcreg.viz.plots import save_training_curves_png
-
+def train_detr(cfg: DetrExperimentConfig) -> DetrTraining:
+    """Train, evaluate on the validation split with COCOeval, write the checkpoint and
+    ``metrics.json``. Returns those metrics and the first validation batch's detections for the
+    caller to draw (every name of :data:`OUTPUTS` is checked for writing before training)."""
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     for name in OUTPUTS:
@@ -204,14 +237,9 @@ def train_detr(cfg: DetrExperimentConfig) -> dict[str, Any]:
     )  # fmt: skip
     save_checkpoint(out / "checkpoint.pt", "detr", model.state_dict(), overwrite=cfg.overwrite,
                     config=to_dict(cfg), metrics=metrics)  # fmt: skip
-    _write_json(out / "metrics.json", {**metrics, "history": history}, cfg.overwrite)
-    save_training_curves_png(
-        history, out / "training_curves.png", panels=[["train_loss"], ["val_AP50", "val_mAP"]],
-        title=f"DETR on {cfg.data.root}", overwrite=cfg.overwrite,
-    )  # fmt: skip
-    save_detections_png(out / "predictions.png", *shown, names=_names(val_ds),
-                        overwrite=cfg.overwrite)  # fmt: skip
-    return metrics
+    record = {**metrics, "history": history}
+    _write_json(out / "metrics.json", record, cfg.overwrite)
+    return DetrTraining(record, DetectionSample(*shown, names=_names(val_ds)))
 
 
 def _names(ds: CocoDetection) -> list[str]:

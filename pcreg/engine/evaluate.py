@@ -9,6 +9,9 @@ the ground truth; 10 cm indoors), feature-matching recall FMR (IR >= 5 %), RRE, 
 * ``kitti``: RRE < 5 deg and RTE < 2 m.
 
 RRE / RTE are averaged over successful pairs, as published.
+
+:func:`run_evaluation` is ``pcreg evaluate``: a checkpoint over a configured dataset, with the
+table written to ``results.json`` / ``results.md``.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import os
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -25,7 +29,14 @@ from tqdm.auto import tqdm
 
 from pcreg.geometry.metrics import covariance_rmse, pose_errors, transform_rmse
 
-__all__ = ["evaluate_pairs", "format_evaluation_markdown"]
+if TYPE_CHECKING:
+    from pcreg.config import EvalDatasetConfig
+
+__all__ = [
+    "evaluate_pairs",
+    "evaluation_dataset",
+    "format_evaluation_markdown",
+]
 
 
 def _info_lookup(benchmark_dir: Path | None) -> dict:
@@ -55,11 +66,13 @@ def evaluate_pairs(
     predict_many: Callable[[list[tuple[np.ndarray, np.ndarray]]], list] | None = None,
     chunk: int = 8,
 ) -> dict:
-    """Score ``predict(ref, src) -> Prediction`` on ``dataset`` items ``(ref, src, T, record)``.
+    """Score ``predict(src, ref)`` on ``dataset`` items ``(ref, src, T, record)``: anything
+    with ``transform``, ``src_corr_points``, ``ref_corr_points`` and ``time_s`` (a
+    :class:`~pcreg.registration.RegistrationResult`).
 
-    With ``predict_many`` (a list of ``(ref, src)`` pairs -> their predictions in order, such as
-    ``Registrar.batch(pairs, workers=2)``) the items are read and predicted ``chunk`` at a time
-    instead, and ``predict`` is not called. Under ``torchrun`` pass the rank / world size: rank
+    With ``predict_many`` (a list of ``(src, ref)`` pairs -> their predictions in order, such
+    as a :class:`~pcreg.registration.workers.WorkerPool`'s ``map``) the items are read and
+    predicted ``chunk`` at a time instead, and ``predict`` is not called. Under ``torchrun`` pass the rank / world size: rank
     r scores pairs r, r + W, ... and the rows are gathered on every rank before the summary.
     Returns ``{"pairs": [...], "scenes": [...], "overall": {...}}``."""
     if protocol not in ("threedmatch", "kitti"):
@@ -80,9 +93,9 @@ def evaluate_pairs(
         for at in range(0, len(mine), size):
             items = [dataset[idx] for idx in mine[at : at + size]]
             if predict_many is not None:
-                preds = predict_many([(ref, src) for ref, src, _, _ in items])
+                preds = predict_many([(src, ref) for ref, src, _, _ in items])
             else:
-                preds = [predict(ref, src) for ref, src, _, _ in items]
+                preds = [predict(src, ref) for ref, src, _, _ in items]
             if len(preds) != len(items):
                 raise RuntimeError(f"{len(preds)} predictions for {len(items)} pairs")
             rows += [
@@ -184,3 +197,22 @@ def format_evaluation_markdown(result: dict) -> str:
     lines += [row(s["scene"], s) for s in result["scenes"]]
     lines.append(row("**all**", result["overall"]))
     return "\n".join(lines)
+
+
+def evaluation_dataset(cfg: EvalDatasetConfig) -> tuple[Sequence, Path | None, str]:
+    """The pairs ``cfg`` names, the official benchmark files (3DMatch layout, when present) and
+    the protocol that scores them: ``(dataset, benchmark_dir, protocol)``."""
+    from pcreg.config import ConfigError
+
+    root = Path(cfg.root)
+    if cfg.layout == "threedmatch":
+        from pcreg.data.threedmatch import ThreeDMatchPairs
+
+        dataset = ThreeDMatchPairs(root, cfg.benchmark)
+        bdir = cfg.benchmark_dir or root / "metadata" / "benchmarks" / cfg.benchmark
+        return dataset, (Path(bdir) if Path(bdir).is_dir() else None), "threedmatch"
+    if cfg.layout == "kitti":
+        from pcreg.data.kitti import KittiPairs
+
+        return KittiPairs(root, cfg.benchmark), None, "kitti"
+    raise ConfigError("dataset.layout", f"must be threedmatch or kitti, got {cfg.layout!r}")

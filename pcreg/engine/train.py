@@ -12,8 +12,10 @@ times larger batch (the loss is a mean over pairs).
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import math
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -23,10 +25,11 @@ import torch
 from tqdm.auto import tqdm
 
 from pcreg._fs import check_writable
-from pcreg.config import TrainConfig, to_dict
+from pcreg.config import to_dict
 from pcreg.data.collate import collate_pairs
 from pcreg.data.transforms import augment_pair
 from pcreg.engine.checkpoint import load_checkpoint, save_checkpoint
+from pcreg.engine.configs import TrainConfig
 from pcreg.engine.distributed import DistInfo, all_reduce_sum, barrier, cleanup, setup
 from pcreg.engine.run_log import MetricsLog, write_run_record
 from pcreg.errors import CorruptFileError, OutputExistsError
@@ -35,7 +38,7 @@ from pcreg.geometry.transforms import apply_transform
 from pcreg.losses.total import build_targets, registration_loss
 from pcreg.models.geotransformer import GeoTransformer
 
-__all__ = ["lr_factor", "train_registration"]
+__all__ = ["epoch_history", "lr_factor", "train_registration", "training_history"]
 
 logger = logging.getLogger(__name__)
 
@@ -203,7 +206,11 @@ def _validate(model, val_set, cfg: TrainConfig, info: DistInfo, device) -> dict[
 
 
 def train_registration(cfg: TrainConfig) -> dict[str, Any]:
-    """Run (or resume) training; returns the final validation metrics (rank 0)."""
+    """Run (or resume) training; returns the final validation metrics (rank 0).
+
+    ``train.out_dir`` receives ``last.pt``, ``best.pt``, ``run.json``, ``metrics.csv``,
+    ``metrics.jsonl`` and TensorBoard events; :func:`training_history` reads the per-epoch
+    curves back from it (``pcreg train`` draws them into ``training_curves.png``)."""
     info = setup(
         cfg.train.device
         if cfg.train.device != "auto"
@@ -378,39 +385,35 @@ def _train(cfg: TrainConfig, info: DistInfo) -> dict[str, Any]:
     bar.close()
     if info.is_main:
         log.write_csv()
-        _curves(log, out)
         log.close()
     return val
 
 
-def _curves(log: MetricsLog, out: Path) -> None:
-    from pcreg.viz.plots import save_training_curves_png
-
-    rows = log.rows()
+def epoch_history(rows: list[dict[str, Any]]) -> dict[str, list[float]] | None:
+    """Per-epoch curves from the rows of ``metrics.jsonl``: the mean training loss of each epoch
+    beside that epoch's validation loss, registration recall and inlier ratio (epochs without
+    validation are left out). ``None`` while the log holds no training or no validation row."""
     train = [r for r in rows if r["split"] == "train"]
     valr = [r for r in rows if r["split"] == "val"]
     if not train or not valr:
-        return
-    # per-epoch means of the training losses, beside the validation numbers
+        return None
     epochs = sorted({r["epoch"] for r in train})
-    hist = {
-        "epoch": [e + 1 for e in epochs],
-        "train_loss": [
-            float(np.mean([r["loss"] for r in train if r["epoch"] == e])) for e in epochs
-        ],
-    }
-    by_epoch = {r["epoch"]: r for r in valr}
+    means = [float(np.mean([r["loss"] for r in train if r["epoch"] == e])) for e in epochs]
+    by_epoch = {r["epoch"]: r for r in valr}  # a validation row carries the epoch just ended
     keep = [e for e in epochs if e + 1 in by_epoch]
-    hist = {
+    return {
         "epoch": [e + 1 for e in keep],
-        "train_loss": [hist["train_loss"][epochs.index(e)] for e in keep],
+        "train_loss": [means[epochs.index(e)] for e in keep],
         "val_loss": [by_epoch[e + 1]["loss"] for e in keep],
         "val_registration_recall": [by_epoch[e + 1]["registration_recall"] for e in keep],
         "val_inlier_ratio": [by_epoch[e + 1]["inlier_ratio"] for e in keep],
     }
-    save_training_curves_png(
-        hist,
-        out / "training_curves.png",
-        panels=[["train_loss", "val_loss"], ["val_registration_recall", "val_inlier_ratio"]],
-        title="registration training",
-    )
+
+
+def training_history(out_dir: str | os.PathLike[str]) -> dict[str, list[float]] | None:
+    """:func:`epoch_history` of the run in ``out_dir`` (its ``metrics.jsonl``; ``None`` when
+    absent): what ``training_curves.png`` plots."""
+    path = Path(out_dir) / "metrics.jsonl"
+    if not path.exists():
+        return None
+    return epoch_history([json.loads(ln) for ln in path.read_text().splitlines() if ln])

@@ -20,8 +20,8 @@ indices of its discrete Fourier transform, so the source's spectrum is computed 
 hypothesis costs one gather, a product and one inverse transform. Cyclic correlation over a grid
 at least twice each cloud's extent equals the linear one, wherever each cloud sits in it.
 
-:class:`pcreg.engine.inference.Registrar` runs the network on the best-ranked hypotheses first
-(``GeoTransformerConfig.orientation_candidates``).
+:class:`pcreg.registration.search.ManhattanHypotheses` hands the best-ranked hypotheses to the
+network first (``SearchConfig.orientation_keep``).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def normal_channels(normals: np.ndarray) -> np.ndarray:
     return 2 * axis + positive
 
 
-def grid_voxel(ref_points: np.ndarray, src_points: np.ndarray, voxel: float) -> float:
+def grid_voxel(src_points: np.ndarray, ref_points: np.ndarray, voxel: float) -> float:
     """The cell size actually used: ``voxel``, or coarser for clouds spanning more than
     ``MAX_CELLS - 1`` cells, so that the grid (and time and memory) stays bounded."""
     span = max(float(np.ptp(ref_points, 0).max()), float(np.ptp(src_points, 0).max()))
@@ -109,18 +109,18 @@ def _rotated_half_spectrum(reversed_spectrum: torch.Tensor, rot: np.ndarray) -> 
 
 
 def cube_hypothesis_scores(
-    ref_points: np.ndarray,
-    ref_normals: np.ndarray,
     src_points: np.ndarray,
     src_normals: np.ndarray,
+    ref_points: np.ndarray,
+    ref_normals: np.ndarray,
     voxel: float = 0.2,
     rotations: np.ndarray = CUBE_ROTATIONS,
 ) -> np.ndarray:
     """How well ``rot @ src`` overlaps ``ref`` after the best translation, for each rotation.
 
     Args:
-        ref_points ``(M, 3)``, src_points ``(N, 3)``: metres, each in its Manhattan frame.
-        ref_normals ``(M, 3)``, src_normals ``(N, 3)``: unit normals turned towards each
+        src_points ``(N, 3)``, ref_points ``(M, 3)``: metres, each in its Manhattan frame.
+        src_normals ``(N, 3)``, ref_normals ``(M, 3)``: unit normals turned towards each
             cloud's centroid (the sign matters: it picks the channel).
         voxel: grid cell in metres. The Manhattan frames' residual (a few degrees) moves
             points a few centimetres over a few metres: well within a 0.2 m cell, which also
@@ -136,7 +136,7 @@ def cube_hypothesis_scores(
     """
     ref_points = np.asarray(ref_points, np.float64)
     src_points = np.asarray(src_points, np.float64)
-    voxel = grid_voxel(ref_points, src_points, voxel)
+    voxel = grid_voxel(src_points, ref_points, voxel)
     ref_idx = _grid_indices(ref_points, voxel)
     src_idx = _grid_indices(src_points, voxel)
     extent = int(max(ref_idx.max(), src_idx.max())) + 1

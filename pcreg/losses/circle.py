@@ -35,10 +35,10 @@ def _anchor_losses(d: Tensor, overlaps: Tensor, pos: Tensor, neg: Tensor, h: dic
 
 
 def overlap_aware_circle_loss(
-    ref_feats: Tensor,
     src_feats: Tensor,
-    ref_valid: Tensor,
+    ref_feats: Tensor,
     src_valid: Tensor,
+    ref_valid: Tensor,
     targets: list[NodeTargets],
     *,
     positive_overlap: float = 0.1,
@@ -50,7 +50,7 @@ def overlap_aware_circle_loss(
 ) -> Tensor:
     """Mean over pairs of the coarse loss.
 
-    ref_feats ``(B, N, C)`` / src_feats ``(B, M, C)``: L2-normalised superpoint features
+    src_feats ``(B, M, C)`` / ref_feats ``(B, N, C)``: L2-normalised superpoint features
     (padded; masks True = real); targets: one :class:`NodeTargets` per pair.
     """
     h = {

@@ -12,10 +12,10 @@ __all__ = ["point_matching_labels", "point_matching_loss"]
 
 
 def point_matching_labels(
-    ref_knn_points: Tensor,
     src_knn_points: Tensor,
-    ref_knn_valid: Tensor,
+    ref_knn_points: Tensor,
     src_knn_valid: Tensor,
+    ref_knn_valid: Tensor,
     transforms: Tensor,
     positive_radius: float,
 ) -> Tensor:
@@ -23,7 +23,7 @@ def point_matching_labels(
     j moved by its pair's transform lies within ``positive_radius`` of reference point i; a real
     point with no partner is labelled with the opposite dustbin.
 
-    ref/src_knn_points ``(P, K, 3)``, valid ``(P, K)``, transforms ``(P, 4, 4)`` (per patch).
+    src/ref_knn_points ``(P, K, 3)``, valid ``(P, K)``, transforms ``(P, 4, 4)`` (per patch).
     """
     moved = apply_transform(src_knn_points, transforms.to(src_knn_points.dtype))
     close = torch.cdist(ref_knn_points, moved) < positive_radius
@@ -38,17 +38,17 @@ def point_matching_labels(
 
 def point_matching_loss(
     log_assignment: Tensor,
-    ref_knn_points: Tensor,
     src_knn_points: Tensor,
-    ref_knn_valid: Tensor,
+    ref_knn_points: Tensor,
     src_knn_valid: Tensor,
+    ref_knn_valid: Tensor,
     transforms: Tensor,
     positive_radius: float,
 ) -> Tensor:
     """Mean of ``-log_assignment`` over all ground-truth labels (see
-    :func:`point_matching_labels`). log_assignment ``(P, K+1, K+1)``."""
+    :func:`point_matching_labels`). log_assignment ``(P, K+1, K+1)`` (reference rows)."""
     labels = point_matching_labels(
-        ref_knn_points, src_knn_points, ref_knn_valid, src_knn_valid, transforms, positive_radius
+        src_knn_points, ref_knn_points, src_knn_valid, ref_knn_valid, transforms, positive_radius
     )
     if not bool(labels.any()):
         return log_assignment.sum() * 0.0

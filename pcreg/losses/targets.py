@@ -23,8 +23,8 @@ class NodeTargets:
     """Superpoint pairs with overlap > 0 of one pair of clouds: indices ``(T,)`` and overlap
     ``(T,)`` in (0, 1]."""
 
-    ref_indices: Tensor
     src_indices: Tensor
+    ref_indices: Tensor
     overlaps: Tensor
 
 
@@ -34,7 +34,7 @@ def _patch_radius(valid: Tensor, knn: Tensor, nodes: Tensor) -> Tensor:
 
 
 def node_targets(
-    ref: Patches, src: Patches, transform: Tensor, positive_radius: float
+    src: Patches, ref: Patches, transform: Tensor, positive_radius: float
 ) -> NodeTargets:
     """Overlapping superpoint pairs of one pair under ``transform`` (``T_ref_src``, 4x4)."""
     transform = transform.to(ref.nodes.dtype)
@@ -49,7 +49,7 @@ def node_targets(
     ri, si = candidate.nonzero(as_tuple=True)
     if ri.numel() == 0:
         empty = ri.new_zeros(0)
-        return NodeTargets(empty, empty.clone(), ref.nodes.new_zeros(0))
+        return NodeTargets(empty.clone(), empty, ref.nodes.new_zeros(0))
     rv, sv = ref.knn_valid[ri], src.knn_valid[si]
     close = torch.cdist(ref.knn_points[ri], src_knn[si]) < positive_radius  # (C, K, K)
     close &= rv[:, :, None] & sv[:, None, :]
@@ -57,7 +57,7 @@ def node_targets(
     src_frac = close.any(1).sum(1) / sv.sum(1).clamp(min=1)
     overlap = 0.5 * (ref_frac + src_frac)
     keep = overlap > 0
-    return NodeTargets(ri[keep], si[keep], overlap[keep].to(ref.nodes.dtype))
+    return NodeTargets(si[keep], ri[keep], overlap[keep].to(ref.nodes.dtype))
 
 
 def sample_node_targets(
@@ -65,9 +65,10 @@ def sample_node_targets(
 ) -> tuple[Tensor, Tensor]:
     """Superpoint correspondences that feed the fine stage in training: the pairs with overlap
     above ``overlap_threshold``, at most ``num_targets`` of them drawn uniformly without
-    replacement (GeoTransformer: 128 with overlap > 0.1)."""
+    replacement (GeoTransformer: 128 with overlap > 0.1). Returns ``(src_indices,
+    ref_indices)``."""
     keep = (targets.overlaps > overlap_threshold).nonzero(as_tuple=True)[0]
     if keep.numel() > num_targets:
         pick = torch.randperm(keep.numel(), generator=generator)[:num_targets]
         keep = keep[pick.to(keep.device)]
-    return targets.ref_indices[keep], targets.src_indices[keep]
+    return targets.src_indices[keep], targets.ref_indices[keep]

@@ -47,9 +47,9 @@ def build_targets(
     correspondences to pass to ``forward(node_correspondences=...)``. ``generator``: one for
     the batch, or one per pair (so a pair's sample does not depend on its batch-mates)."""
     gens = [generator] * batch_size if isinstance(generator, torch.Generator) else list(generator)
-    refs, srcs = partition_pair_batch(pyramid, batch_size, point_limit)
+    srcs, refs = partition_pair_batch(pyramid, batch_size, point_limit)
     targets = [
-        node_targets(refs[i], srcs[i], transforms[i], cfg.matching_radius)
+        node_targets(srcs[i], refs[i], transforms[i], cfg.matching_radius)
         for i in range(batch_size)
     ]
     sampled = [
@@ -62,10 +62,10 @@ def build_targets(
 def registration_loss(out, transforms: Tensor, targets: list[NodeTargets], cfg: LossConfig):
     """``{"loss", "coarse_loss", "fine_loss"}`` of a :class:`RegistrationOutput`."""
     coarse = overlap_aware_circle_loss(
-        out.ref_feats_c,
         out.src_feats_c,
-        out.ref_valid_c,
+        out.ref_feats_c,
         out.src_valid_c,
+        out.ref_valid_c,
         targets,
         positive_overlap=cfg.positive_overlap,
         pos_margin=cfg.pos_margin,
@@ -83,10 +83,10 @@ def registration_loss(out, transforms: Tensor, targets: list[NodeTargets], cfg: 
             fines.append(
                 point_matching_loss(
                     out.matching_scores[sel],
-                    out.ref_knn_points[sel],
                     out.src_knn_points[sel],
-                    out.ref_knn_valid[sel],
+                    out.ref_knn_points[sel],
                     out.src_knn_valid[sel],
+                    out.ref_knn_valid[sel],
                     transforms[out.patch_batch[sel]],
                     cfg.matching_radius,
                 )

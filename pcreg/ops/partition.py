@@ -73,7 +73,8 @@ def partition_pair_batch(
     pyramid: Pyramid, batch_size: int, point_limit: int
 ) -> tuple[list[Patches], list[Patches]]:
     """Patches of every reference and source in a pair batch (fine = pyramid stage 1, coarse =
-    the last stage). Returns ``(refs, srcs)``, each a list of ``batch_size`` :class:`Patches`."""
+    the last stage) of the packed layout (references first). Returns ``(srcs, refs)``, each a
+    list of ``batch_size`` :class:`Patches`."""
     fine_pts, coarse_pts = pyramid.points[1], pyramid.points[-1]
     fine_off = lengths_to_offsets(pyramid.lengths[1]).tolist()
     coarse_off = lengths_to_offsets(pyramid.lengths[-1]).tolist()
@@ -84,4 +85,4 @@ def partition_pair_batch(
         node_valid, idx, valid = point_to_node_partition(pts, nodes, point_limit)
         padded = torch.cat([pts, pts.new_zeros(1, 3)], 0)
         out.append(Patches(nodes, node_valid, idx, valid, padded[idx], pts))
-    return out[:batch_size], out[batch_size:]
+    return out[batch_size:], out[:batch_size]

@@ -1,4 +1,5 @@
-"""Grids of registration pairs (reference, source, aligned) rendered headless to one PNG."""
+"""Pictures of registration pairs from arrays: grids of pairs (reference, source, aligned)
+rendered headless to one PNG, and the histogram of a dataset's overlaps."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import numpy as np
 from pcreg._fs import atomic_output
 from pcreg.viz.render import REFERENCE_COLOR, SOURCE_COLOR, render_clouds
 
-__all__ = ["save_pair_grid_png"]
+__all__ = ["save_overlap_histogram_png", "save_pair_grid_png"]
 
 
 def save_pair_grid_png(
@@ -64,5 +65,30 @@ def save_pair_grid_png(
     fig.tight_layout()
     with atomic_output(path, overwrite=overwrite) as tmp:
         fig.savefig(tmp, dpi=90, format="png")
+    plt.close(fig)
+    return Path(path)
+
+
+def save_overlap_histogram_png(
+    overlaps: Sequence[float], path: str | os.PathLike[str], title: str, overwrite: bool = True
+) -> Path:
+    """Histogram of pair overlaps (fractions in [0, 1]) with the 3DLoMatch (10 %) and 3DMatch
+    (30 %) thresholds marked."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    ax.hist(list(overlaps), bins=np.linspace(0, 1, 21), color="tab:blue", edgecolor="white")
+    for x, label in ((0.1, "LoMatch 10%"), (0.3, "Match 30%")):
+        ax.axvline(x, color="k", ls="--", lw=1)
+        ax.text(x + 0.01, ax.get_ylim()[1] * 0.9, label, fontsize=8)
+    ax.set_xlabel("overlap (fraction of source points within 1.5 voxels)")
+    ax.set_ylabel("pairs")
+    ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    with atomic_output(path, overwrite=overwrite) as tmp:
+        fig.savefig(tmp, dpi=100, format="png")
     plt.close(fig)
     return Path(path)

@@ -1,4 +1,7 @@
-"""Backbone input features: the constant, and FPFH (rotation invariant, per cloud)."""
+"""Backbone input features: the constant, and FPFH (rotation invariant, per cloud).
+
+They live in :mod:`pcreg.ops.features` (floor 0, used by data and models alike);
+:mod:`pcreg.data.features` re-exports them."""
 
 from __future__ import annotations
 
@@ -7,8 +10,9 @@ import pytest
 import torch
 
 from pcreg.data.collate import collate_pairs
-from pcreg.data.features import INPUT_FEATURE_DIMS, fpfh_features, input_features
+from pcreg.models.geotransformer import GeoTransformerConfig
 from pcreg.geometry import random_rotation
+from pcreg.ops.features import INPUT_FEATURE_DIMS, fpfh_features, input_features
 
 
 def _box_corner(gen: torch.Generator, n: int = 1500) -> torch.Tensor:
@@ -61,19 +65,28 @@ def test_fpfh_does_not_change_under_rotation(gen):
 
 
 def test_unknown_kind_and_wrong_width_are_rejected():
-    from pcreg.models.geotransformer import GeoTransformer, GeoTransformerConfig
+    from pcreg.models.geotransformer import GeoTransformerConfig, build_geotransformer
 
     with pytest.raises(ValueError, match="input_features must be one of"):
         input_features(torch.rand(4, 3), torch.tensor([4]), "shot")
     with pytest.raises(ValueError, match="needs input_dim 34"):
-        GeoTransformer(GeoTransformerConfig(input_features="fpfh"))
+        build_geotransformer(GeoTransformerConfig(input_features="fpfh"))
 
 
 def test_collate_passes_fpfh_through(gen):
     a, b = _box_corner(gen, 800), _box_corner(gen, 700)
-    batch = collate_pairs(
-        [a], [b], voxel_size=0.05, num_stages=2, search_radius=0.125, neighbor_limits=[20, 20],
-        input_features="fpfh", fpfh_radii=(0.1, 0.25), backend="torch",
+    cfg = GeoTransformerConfig(
+        voxel_size=0.05, num_stages=2, init_radius=2.5, neighbor_limits=(20, 20),
+        input_features="fpfh", input_dim=34, fpfh_radii=(0.1, 0.25),
     )  # fmt: skip
+    assert cfg.search_radius == 0.125
+    batch = collate_pairs([a], [b], cfg, backend="torch")
     n = int(batch.pyramid.lengths[0].sum())
     assert batch.feats.shape == (n, 34) and batch.feats[:, 1:].sum() > 0
+
+
+def test_data_features_re_exports_the_ops_definitions():
+    from pcreg.data import features
+
+    assert features.INPUT_FEATURE_DIMS is INPUT_FEATURE_DIMS
+    assert features.input_features is input_features and features.fpfh_features is fpfh_features

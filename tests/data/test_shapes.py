@@ -9,7 +9,7 @@ import pytest
 import torch
 from PIL import Image
 
-from pcreg.data.vision.coco import CocoDetection, collate_images
+from pcreg.data.vision.coco import MEAN, STD, CocoDetection, collate_images
 from pcreg.data.vision.shapes import draw_shape, generate_image, write_shapes_dataset
 from pcreg.errors import CorruptFileError, MissingFileError
 
@@ -72,3 +72,21 @@ def test_loader_errors(tmp_path):
     (tmp_path / "bad.json").write_text('{"images": 3}')
     with pytest.raises(CorruptFileError, match="not a COCO detection file"):
         CocoDetection(tmp_path, tmp_path / "bad.json")
+
+
+def test_detection_pictures_undo_the_loader_normalisation(tmp_path):
+    """viz takes the normalisation as values (it does not import data): its defaults are the
+    loader's, so a picture of a loaded batch shows the original pixels."""
+    from pcreg.viz.detections import IMAGENET_MEAN, IMAGENET_STD, save_detections_png
+
+    assert torch.allclose(MEAN, torch.tensor(IMAGENET_MEAN))
+    assert torch.allclose(STD, torch.tensor(IMAGENET_STD))
+    ann = write_shapes_dataset(tmp_path, "val", 2, seed=3)
+    ds = CocoDetection(tmp_path / "val", ann)
+    images, valid, targets = collate_images([ds[0], ds[1]])
+    q = 4
+    outputs = {"pred_logits": torch.randn(2, q, 4), "pred_boxes": torch.rand(2, q, 4) * 0.5 + 0.2}
+    png = save_detections_png(
+        tmp_path / "p.png", images, valid, targets, outputs, names=["r", "e", "t"], threshold=0.0
+    )
+    assert Image.open(png).size[0] > 100

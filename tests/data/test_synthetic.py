@@ -10,6 +10,7 @@ from scipy.spatial import cKDTree
 
 from pcreg.data.synthetic import indoor_pairs, outdoor_pairs, overlap_ratio
 from pcreg.data.synthetic.pairs import indoor_fragments
+from pcreg.data.synthetic.report import dataset_report
 from pcreg.data.synthetic.writer import write_indoor_dataset, write_outdoor_dataset
 from pcreg.data.threedmatch import ThreeDMatchPairs
 
@@ -88,3 +89,28 @@ def test_writer_round_trips_through_the_loader(tmp_path):
     out = write_outdoor_dataset(tmp_path / "outdoor", "val", 1, seed=3, scans_per_street=2)
     meta = json.loads((tmp_path / "outdoor" / "metadata" / "val.json").read_text())
     assert meta == out and (tmp_path / "outdoor" / meta[0]["pcd1"]).is_file()
+
+
+def test_dataset_report_reads_what_the_pictures_show(tmp_path):
+    records = write_indoor_dataset(tmp_path / "indoor", "val", num_scenes=1, seed=11)
+    rep = dataset_report(tmp_path / "indoor", "indoor", "val", records, 1, samples=2)
+    assert rep.title == f"indoor val: {len(records)} pairs from 1 scenes"
+    assert rep.overlaps == [r["overlap"] for r in records]
+    assert rep.overlap_png == tmp_path / "indoor" / "val_overlap.png"
+    assert rep.samples_png == tmp_path / "indoor" / "val_samples.png"
+    assert len(rep.samples) == 2 and rep.summary.startswith(f"{len(records)} pairs; overlap min")
+    ds = ThreeDMatchPairs(tmp_path / "indoor", "val")
+    for title, ref, src, t in rep.samples:  # the rows match the loader's pairs
+        scene, ids = title.split(",")[0].split(" ")
+        k = next(
+            i for i, r in enumerate(ds.records)
+            if (r.scene, f"{r.ref_id}<-{r.src_id}") == (scene, ids)
+        )  # fmt: skip
+        ref_k, src_k, t_k, _ = ds[k]
+        assert np.array_equal(ref, ref_k) and np.array_equal(src, src_k)
+        assert np.allclose(t, t_k)
+    out = write_outdoor_dataset(tmp_path / "outdoor", "val", 1, seed=3, scans_per_street=2)
+    rep = dataset_report(tmp_path / "outdoor", "outdoor", "val", out, 1, samples=5)
+    assert len(rep.samples) == min(5, len(out))
+    title, ref, src, t = rep.samples[0]
+    assert title.startswith("street-") and t.shape == (4, 4) and ref.shape[1] == 3

@@ -71,3 +71,37 @@ def test_vit_digits_recipe_reaches_97_percent(tmp_path):
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["test_accuracy"] >= 0.97
     assert metrics["train_time_s"] <= 600
+
+
+def test_train_vit_returns_the_rollout_to_draw_and_draws_nothing(tmp_path):
+    """The trainer writes data only; ``pcreg vit train`` draws the two PNGs from its result."""
+    import numpy as np
+    import torch
+
+    from pcreg._compose import compose
+    from pcreg.config import from_dict
+    from pcreg.data.vision.digits import load_digits_split
+    from pcreg.engine.classification import rollout_sample, train_vit
+    from pcreg.engine.configs import ViTExperimentConfig
+    from pcreg.models.vit import VisionTransformer
+
+    overrides = ["experiment=vit_digits", f"out_dir={tmp_path}", "train.epochs=1",
+                 "train.warmup_epochs=1", "rollout_images=5"]  # fmt: skip
+    cfg = from_dict(ViTExperimentConfig, compose("vit", overrides))
+    run = train_vit(cfg)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint.pt", "metrics.json"]
+    assert run.metrics == json.loads((tmp_path / "metrics.json").read_text())
+    assert run.metrics["history"]["epoch"] == [1]
+    split = load_digits_split(cfg.data.seed, cfg.data.test_fraction)
+    r = run.rollout
+    assert r.labels == split.test_labels[:5].tolist()
+    np.testing.assert_array_equal(r.images, split.test_images[:5, 0].numpy())
+    # the rollout and predictions are those of the saved model
+    model = VisionTransformer(cfg.model)
+    model.load_state_dict(load_checkpoint(tmp_path / "checkpoint.pt", kind="vit")["model"])
+    again = rollout_sample(model, split.test_images[:5], split.test_labels[:5])
+    g = model.grid
+    assert r.relevance.shape == (5, g, g) and (r.relevance >= 0).all()
+    np.testing.assert_allclose(r.relevance, again.relevance, rtol=1e-6, atol=1e-9)
+    with torch.no_grad():
+        assert r.predictions == model(split.test_images[:5]).argmax(1).tolist()

@@ -58,3 +58,34 @@ def test_detr_shapes_recipe_reaches_ap50_08_map_05_within_an_hour(tmp_path):
     assert metrics["val_images"] >= 500
     assert metrics["AP50"] >= 0.8 and metrics["mAP"] >= 0.5
     assert metrics["train_time_s"] <= 3600
+
+
+def test_train_detr_returns_the_first_validation_batch_and_draws_nothing(tmp_path):
+    """The trainer writes data only; ``pcreg detr train`` draws the two PNGs from its result."""
+    from pcreg._compose import compose
+    from pcreg.config import from_dict
+    from pcreg.engine.configs import DetrExperimentConfig
+    from pcreg.engine.detection import train_detr
+
+    overrides = [
+        f"data.root={tmp_path / 'data'}",
+        "+data.generate={train_images: 8, val_images: 6, seed: 0}",
+        "train.epochs=1", "train.batch_size=4", "train.eval_every=0",
+        f"out_dir={tmp_path / 'run'}", "model.d_model=32", "model.ffn_dim=64",
+        "model.backbone_widths=[8,16,32]",
+    ]  # fmt: skip
+    cfg = from_dict(DetrExperimentConfig, compose("detr", overrides))
+    run = train_detr(cfg)
+    out = tmp_path / "run"
+    assert sorted(p.name for p in out.iterdir()) == ["checkpoint.pt", "metrics.json"]
+    assert run.metrics == json.loads((out / "metrics.json").read_text())
+    assert run.metrics["history"]["epoch"] == [1] and run.metrics["steps"] == 2
+    assert run.metrics["history"]["val_mAP"] == [run.metrics["mAP"]]
+    s = run.sample
+    assert s.names == ["rectangle", "ellipse", "triangle"]
+    val = CocoDetection(tmp_path / "data/val", tmp_path / "data/annotations/val.json")
+    assert [t["image_id"] for t in s.targets] == [val[i][1]["image_id"] for i in range(4)]
+    assert tuple(s.outputs["pred_logits"].shape) == (4, cfg.model.num_queries, 4)
+    assert tuple(s.outputs["pred_boxes"].shape) == (4, cfg.model.num_queries, 4)
+    assert "aux_outputs" not in s.outputs
+    assert s.images.shape[0] == 4 and s.valid.shape == (4, *s.images.shape[2:])

@@ -1,4 +1,5 @@
-"""`pcreg evaluate`: protocol arithmetic with oracle predictors, and the CLI end to end."""
+"""`pcreg evaluate`: protocol arithmetic with oracle predictors, run_evaluation's checks and
+outputs, and the CLI end to end."""
 
 from __future__ import annotations
 
@@ -7,11 +8,13 @@ import math
 
 import numpy as np
 import pytest
+from pcreg.registration.loading import load_network
+from pcreg.registration.network import Prediction
 
 from pcreg.cli import main
-from pcreg.data.threedmatch import PairRecord
-from pcreg.engine.evaluate import evaluate_pairs
-from pcreg.engine.inference import Prediction, Registrar
+from pcreg.data.threedmatch import PairRecord, ThreeDMatchPairs
+from pcreg.engine.evaluate import evaluate_pairs, format_evaluation_markdown
+from pcreg.evaluation import run_evaluation
 
 
 def _rot_z(deg):
@@ -44,9 +47,9 @@ class _Pairs:
 def test_oracle_scores_perfectly(rng):
     ds = _Pairs(rng)
 
-    def oracle(ref, src):
+    def oracle(src, ref):
         t = next(t for r, s, t, _ in ds.items if s is src)
-        return Prediction(t, ref[:50].astype(float), src[:50].astype(float), np.ones(50), 0.1)
+        return Prediction(t, src[:50].astype(float), ref[:50].astype(float), np.ones(50), 0.1)
 
     res = evaluate_pairs(ds, oracle, progress=False)
     o = res["overall"]
@@ -60,13 +63,13 @@ def test_known_errors_give_known_scores(rng):
     errs[1][:3, 3] = [0.05, 0, 0]  # 5 cm: registered (RMSE 5 cm), IR 1 at 10 cm
     errs[3][:3, 3] = [0.5, 0, 0]  # 50 cm: fails
 
-    def predict(ref, src):
+    def predict(src, ref):
         k = next(i for i, (r, s, t, _) in enumerate(ds.items) if s is src)
         t = ds.items[k][2] @ errs[k]
         # 20 correspondences, the first 4 wrong by 30 cm: IR = 0.8
         rc = ref[:20].astype(float).copy()
         rc[:4] += 0.3
-        return Prediction(t, rc, src[:20].astype(float), np.ones(20), 0.2)
+        return Prediction(t, src[:20].astype(float), rc, np.ones(20), 0.2)
 
     res = evaluate_pairs(ds, predict, progress=False)
     assert [p["registered"] for p in res["pairs"]] == [True, True, False, False]
@@ -85,7 +88,7 @@ def test_cli_runs_a_checkpoint_over_a_written_dataset(tmp_path, capsys, tiny_che
 
     write_indoor_dataset(tmp_path / "ds", "val", num_scenes=1, seed=21)
     ckpt = tiny_checkpoint
-    reg = Registrar.from_checkpoint(ckpt)
+    reg = load_network(ckpt).network
     assert reg.config.voxel_size == 0.05 and reg.config.hidden_dim == 32
     args = [
         "evaluate",
@@ -98,6 +101,7 @@ def test_cli_runs_a_checkpoint_over_a_written_dataset(tmp_path, capsys, tiny_che
     assert main(args) == 0
     table = capsys.readouterr().out
     assert "| room-000021 | 2 |" in table
+    assert (tmp_path / "out" / "results.md").read_text() == table  # printed = written
     res = json.loads((tmp_path / "out" / "results.json").read_text())
     assert len(res["pairs"]) == 2 and all(p["time_s"] > 0 for p in res["pairs"])
     assert main(args) == 2  # results exist: not overwritten
@@ -109,16 +113,16 @@ def test_batched_prediction_scores_like_pair_by_pair_in_order(rng):
     ds = _Pairs(rng)
     errs = [_rot_z(0.5), _rot_z(30), np.eye(4), _rot_z(2)]
 
-    def predict(ref, src):
+    def predict(src, ref):
         k = next(i for i, (r, s, t, _) in enumerate(ds.items) if s is src)
-        return Prediction(ds.items[k][2] @ errs[k], ref[:9].astype(float), src[:9].astype(float),
+        return Prediction(ds.items[k][2] @ errs[k], src[:9].astype(float), ref[:9].astype(float),
                           np.ones(9), 0.1 * (k + 1))  # fmt: skip
 
     calls = []
 
     def predict_many(pairs):
         calls.append(len(pairs))
-        return [predict(ref, src) for ref, src in pairs]
+        return [predict(src, ref) for src, ref in pairs]
 
     one = evaluate_pairs(ds, predict, progress=False)
     many = evaluate_pairs(ds, None, progress=False, predict_many=predict_many, chunk=3)
@@ -139,7 +143,7 @@ def test_cli_evaluates_over_worker_processes(tmp_path, capsys, caplog, tiny_chec
     base = ["evaluate", f"checkpoint={tiny_checkpoint}", f"dataset.root={tmp_path / 'ds'}",
             "dataset.benchmark=val", "limit=3"]  # fmt: skip
     assert main([*base, f"out_dir={tmp_path / 'one'}"]) == 0
-    with caplog.at_level(logging.DEBUG, logger="pcreg.engine.parallel"):
+    with caplog.at_level(logging.DEBUG, logger="pcreg.registration.workers"):
         assert main([*base, "workers=2", f"out_dir={tmp_path / 'two'}"]) == 0
     assert "worker pool: 2 processes" in caplog.text  # the pairs really went to workers
     one, two = (json.loads((tmp_path / d / "results.json").read_text()) for d in ("one", "two"))
@@ -152,3 +156,56 @@ def test_cli_evaluates_over_worker_processes(tmp_path, capsys, caplog, tiny_chec
     assert main([*base, "workers=0", f"out_dir={tmp_path / 'x'}"]) == 2
     assert main([*base, "workers=2", "device=cuda", f"out_dir={tmp_path / 'x'}"]) == 2
     assert "workers" in capsys.readouterr().err
+
+
+def _eval_cfg(tmp_path, **kw):
+    from pcreg.config import EvalDatasetConfig, EvaluateConfig
+
+    dataset = EvalDatasetConfig(**kw.pop("dataset", {}))
+    return EvaluateConfig(dataset=dataset, out_dir=str(tmp_path / "out"), **kw)
+
+
+def test_run_evaluation_refuses_bad_settings_before_loading_the_model(tmp_path):
+    from pcreg.config import ConfigError
+    from pcreg.data.synthetic.writer import write_indoor_dataset
+
+    ds = {"root": str(tmp_path / "ds"), "benchmark": "val"}
+    absent = str(tmp_path / "absent.pt")  # never read: every check fails first
+
+    def message(**kw) -> str:
+        with pytest.raises(ConfigError) as err:
+            run_evaluation(_eval_cfg(tmp_path, **kw))
+        return str(err.value)
+
+    assert message(dataset=ds) == "checkpoint: give the model to evaluate: checkpoint=PATH"
+    assert message(checkpoint=absent) == "dataset.root: give the dataset root: dataset.root=DIR"
+    assert message(checkpoint=absent, dataset={**ds, "layout": "x"}) == (
+        "dataset.layout: must be threedmatch or kitti, got 'x'"
+    )
+    write_indoor_dataset(tmp_path / "ds", "val", num_scenes=1, seed=21)
+    assert message(checkpoint=absent, dataset=ds, workers=0) == (
+        "workers: must be at least 1, got 0"
+    )
+    assert message(checkpoint=absent, dataset=ds, workers=2, device="cuda") == (
+        "workers: worker processes are for device=cpu, not cuda"
+    )
+    assert list((tmp_path / "out").iterdir()) == []  # nothing written
+
+
+def test_run_evaluation_returns_what_it_writes(tmp_path, tiny_checkpoint):
+    from pcreg.data.synthetic.writer import write_indoor_dataset
+    from pcreg.errors import OutputExistsError
+
+    write_indoor_dataset(tmp_path / "ds", "val", num_scenes=1, seed=21)
+    cfg = _eval_cfg(tmp_path, checkpoint=str(tiny_checkpoint), limit=2,
+                    dataset={"root": str(tmp_path / "ds"), "benchmark": "val"})  # fmt: skip
+    result = run_evaluation(cfg)
+    assert [(p["scene"], p["ref"], p["src"]) for p in result["pairs"]] == [
+        (r.scene, r.ref_id, r.src_id) for r in ThreeDMatchPairs(tmp_path / "ds", "val").records[:2]
+    ]
+    assert result["protocol"] == "threedmatch" and result["overall"]["pairs"] == 2
+    out = tmp_path / "out"
+    assert (out / "results.json").read_text() == json.dumps(result, indent=1)
+    assert (out / "results.md").read_text() == format_evaluation_markdown(result) + "\n"
+    with pytest.raises(OutputExistsError):  # refused before any work
+        run_evaluation(cfg)

@@ -48,13 +48,15 @@ def test_freed_memory_stays_until_released():
     assert after_free < 10
 
 
-def test_a_registrar_turns_it_on(tiny_checkpoint, monkeypatch):
-    from pcreg.engine.inference import Registrar
+def test_building_a_model_leaves_the_allocator_alone(tiny_checkpoint, monkeypatch):
+    """The process-wide malloc setting is the command line's opt-in, not a side effect of
+    loading a network (tests/test_cli.py checks that ``pcreg`` turns it on)."""
+    from pcreg.registration.loading import load_network
 
     monkeypatch.delenv(heap.ENV_VAR, raising=False)
     monkeypatch.setattr(heap, "_active", False)
-    Registrar.from_checkpoint(tiny_checkpoint)
-    assert heap._active
+    load_network(tiny_checkpoint)
+    assert not heap._active
 
 
 def test_peak_rss_is_this_process_high_water_mark():

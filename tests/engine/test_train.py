@@ -16,7 +16,7 @@ import torch
 
 from pcreg.cli import main
 from pcreg.engine.checkpoint import load_checkpoint
-from pcreg.engine.train import lr_factor
+from pcreg.engine.train import lr_factor, training_history
 
 FAST = ["experiment=synthetic_indoor", "debug=fast", "train.num_threads=1"]
 
@@ -55,6 +55,10 @@ def test_fast_training_end_to_end(data_root, tmp_path, capsys):
     rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows if r["split"] == "train"] == [1, 2, 3, 4, 5, 6]
     assert len([r for r in rows if r["split"] == "val"]) == 2
+    # training_curves.png (drawn by the command) plots both epochs' validation
+    history = training_history(out)
+    assert history["epoch"] == [1, 2]
+    assert history["val_registration_recall"][-1] == metrics["registration_recall"]
     assert any(p.name.startswith("events") for p in (out / "tb").iterdir())
     # a second run into the same directory is refused (exit 2), resume is the way on
     assert main(["train", *FAST, f"data.root={data_root}", f"train.out_dir={out}"]) == 2
@@ -207,3 +211,33 @@ def test_init_from_copies_matching_tensors_and_keeps_the_kernel(tmp_path):
     # the head's width differs (24 vs 16): left as initialised
     changed = [k for k in got if k in src and src[k].shape != got[k].shape]
     assert changed and all(torch.equal(got[k], fresh[k]) for k in changed)
+
+
+def test_epoch_history_pairs_each_epochs_mean_training_loss_with_its_validation(tmp_path):
+    """What training_curves.png plots, from the rows of metrics.jsonl: train rows carry the
+    epoch they ran in (0-based), a validation row the number of epochs done."""
+    from pcreg.engine.train import epoch_history
+
+    def val(epoch, loss, rr, ir):
+        return {"step": 0, "epoch": epoch, "split": "val", "loss": loss,
+                "registration_recall": rr, "inlier_ratio": ir}  # fmt: skip
+
+    rows = [
+        {"step": 1, "epoch": 0, "split": "train", "loss": 3.0},
+        {"step": 2, "epoch": 0, "split": "train", "loss": 2.0},
+        val(1, 1.5, 0.25, 0.1),
+        {"step": 3, "epoch": 1, "split": "train", "loss": 1.0},
+        val(2, 1.25, 0.5, 0.2),
+        {"step": 4, "epoch": 2, "split": "train", "loss": 0.5},  # interrupted: no validation
+    ]
+    assert epoch_history(rows) == {
+        "epoch": [1, 2],
+        "train_loss": [2.5, 1.0],
+        "val_loss": [1.5, 1.25],
+        "val_registration_recall": [0.25, 0.5],
+        "val_inlier_ratio": [0.1, 0.2],
+    }
+    assert epoch_history(rows[:2]) is None  # nothing validated yet
+    assert training_history(tmp_path) is None  # no metrics.jsonl
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert training_history(tmp_path) == epoch_history(rows)

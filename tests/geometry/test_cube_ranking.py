@@ -13,7 +13,7 @@ from pcreg.geometry.cube_ranking import cube_hypothesis_scores, normal_channels
 from pcreg.geometry.manhattan import CUBE_ROTATIONS, estimate_manhattan_frame
 
 
-def _direct_scores(ref, ref_n, src, src_n, voxel):
+def _direct_scores(src, src_n, ref, ref_n, voxel):
     """Plain version: grid the source, rotate its voxel indices and normals, correlate channel
     by channel with ``numpy.fft`` (float64) on a grid sized for this rotation alone,
     normalise, take the peak."""
@@ -51,22 +51,22 @@ def test_spectral_rotation_equals_gridding_each_rotated_source():
     src = rng.uniform(-0.5, 0.9, (250, 3))
     ref_n = rng.normal(size=(300, 3))
     src_n = rng.normal(size=(250, 3))
-    fast = cube_hypothesis_scores(ref, ref_n, src, src_n, voxel=0.1)
-    slow = _direct_scores(ref, ref_n, src, src_n, voxel=0.1)
+    fast = cube_hypothesis_scores(src, src_n, ref, ref_n, voxel=0.1)
+    slow = _direct_scores(src, src_n, ref, ref_n, voxel=0.1)
     np.testing.assert_allclose(fast, slow, rtol=1e-4, atol=1e-4)
     assert np.ptp(fast) > 0.05  # the hypotheses do differ: the check can fail
 
 
-def _canonical_scores(ref, src, gt):
-    """Ranking scores of a pair as ``Registrar.search`` computes them, and the index of the
+def _canonical_scores(src, ref, gt):
+    """Ranking scores of a pair as the Manhattan hypothesis source computes them, and the index of the
     cube rotation the ground truth ``ref = gt @ src`` leaves between the canonical clouds."""
     f_ref = estimate_manhattan_frame(ref, voxel=0.05)
     f_src = estimate_manhattan_frame(src, voxel=0.05)
     scores = cube_hypothesis_scores(
-        f_ref.points @ f_ref.rotation.T,
-        f_ref.normals @ f_ref.rotation.T,
         f_src.points @ f_src.rotation.T,
         f_src.normals @ f_src.rotation.T,
+        f_ref.points @ f_ref.rotation.T,
+        f_ref.normals @ f_ref.rotation.T,
         voxel=0.2,
     )
     rel = f_ref.rotation @ gt[:3, :3] @ f_src.rotation.T
@@ -85,7 +85,7 @@ def test_the_true_cube_rotation_ranks_first_on_real_3dmatch_pairs(shared_data):
         turn = Rotation.random(random_state=rng).as_matrix()
         gt = np.asarray(p.gt, np.float64).copy()
         gt[:3, :3] = gt[:3, :3] @ turn.T  # ref = gt' @ (turn @ src)
-        scores, truth = _canonical_scores(ref, src @ turn.T, gt)
+        scores, truth = _canonical_scores(src @ turn.T, ref, gt)
         assert int(np.argmax(scores)) == truth, p.name
         assert scores[truth] > 1.1 * np.sort(scores)[-2], p.name  # a clear winner
 
@@ -99,7 +99,7 @@ def test_a_symmetric_box_room_keeps_the_truth_among_a_few(room_pair, seed):
     turn = Rotation.random(random_state=seed).as_matrix()
     gt = gt.copy()
     gt[:3, :3] = gt[:3, :3] @ turn.T
-    scores, truth = _canonical_scores(ref, src.astype(np.float64) @ turn.T, gt)
+    scores, truth = _canonical_scores(src.astype(np.float64) @ turn.T, ref, gt)
     assert scores[truth] >= 0.7 * scores.max()
     assert (scores >= 0.7 * scores.max()).sum() <= 10
 
@@ -109,7 +109,7 @@ def test_scores_do_not_depend_on_where_the_clouds_sit():
     ref = rng.uniform(0, 1, (200, 3))
     normals = rng.normal(size=(200, 3))
     a = cube_hypothesis_scores(ref, normals, ref, normals, voxel=0.1)
-    b = cube_hypothesis_scores(ref + 5.03, normals, ref - 2.0, normals, voxel=0.1)
+    b = cube_hypothesis_scores(ref - 2.0, normals, ref + 5.03, normals, voxel=0.1)
     np.testing.assert_allclose(a, b, rtol=1e-5)
     assert int(np.argmax(a)) == 0  # a cloud overlaps itself best unrotated
 
@@ -121,11 +121,11 @@ def test_a_large_scan_gets_a_coarser_grid_not_a_huge_one():
     room = rng.uniform(0, 6, (500, 3))
     assert grid_voxel(room, room, 0.2) == 0.2  # a room keeps the requested cells
     street = rng.uniform(0, 100, (500, 3))
-    voxel = grid_voxel(street, street[:100], 0.2)
+    voxel = grid_voxel(street[:100], street, 0.2)
     assert voxel == pytest.approx(np.ptp(street, 0).max() / (MAX_CELLS - 1))
     assert np.floor(np.ptp(street, 0) / voxel).max() + 1 <= MAX_CELLS
     # and it still ranks: a cloud against a shifted copy of part of itself, unrotated first
     normals = rng.normal(size=(500, 3))
-    scores = cube_hypothesis_scores(street, normals, street[:300] + 7.0, normals[:300])
+    scores = cube_hypothesis_scores(street[:300] + 7.0, normals[:300], street, normals)
     assert int(np.argmax(scores)) == 0
     assert scores[0] > 1.5 * np.sort(scores)[-2]

@@ -9,7 +9,9 @@ import torch
 from scipy.spatial.transform import Rotation
 
 from pcreg.data.collate import PairBatch
-from pcreg.engine.inference import Prediction, Registrar
+from pcreg.registration.loading import load_network
+from pcreg.registration.network import Prediction, Registrar
+from pcreg.registration.search import OrientationSearch, SearchConfig
 from pcreg.geometry.manhattan import (
     CUBE_ROTATIONS,
     canonicalize_pair,
@@ -84,10 +86,9 @@ class _SmallRotationOracle(Registrar):
     ) -> None:
         from pcreg.models.geotransformer import GeoTransformerConfig
 
-        self._config = GeoTransformerConfig(
-            orientation_search="manhattan",
-            acceptance_radius=acceptance_radius,
-            orientation_keep=keep,
+        self._config = GeoTransformerConfig(acceptance_radius=acceptance_radius)
+        self.search = OrientationSearch.from_config(
+            self, SearchConfig("manhattan", orientation_keep=keep)
         )
         self.src_index = src_index
         self.calls = 0
@@ -96,7 +97,7 @@ class _SmallRotationOracle(Registrar):
     def config(self):
         return self._config
 
-    def hypotheses(self, ref, src_c, rotations):
+    def hypotheses(self, src_c, ref, rotations):
         import torch
 
         from pcreg.geometry import weighted_procrustes
@@ -112,7 +113,7 @@ class _SmallRotationOracle(Registrar):
             if _angle_deg(t[:3, :3]) > 20.0:  # out of its range: a confident wrong answer
                 t = np.eye(4)
                 t[:3, 3] = r.mean(0) - s.mean(0)
-            preds.append(Prediction(t, r, s, np.ones(len(r)), 0.0))
+            preds.append(Prediction(t, s, r, np.ones(len(r)), 0.0))
         return preds
 
 
@@ -132,7 +133,7 @@ def test_orientation_search_recovers_any_rotation_with_a_small_rotation_model(ro
         perm = rng.permutation(n)
         src = (ref[perm] - gt[:3, 3]) @ gt[:3, :3]
         oracle = _SmallRotationOracle(np.argsort(perm), keep=keep)
-        pred = oracle.batch([(ref, src)])[0]
+        pred = oracle.search(src, ref).prediction
         if keep == 0.0:
             assert oracle.calls == 24
         else:  # the whole room against itself: the right hypothesis is the clear winner
@@ -145,11 +146,11 @@ def test_orientation_search_recovers_any_rotation_with_a_small_rotation_model(ro
 
 def test_hypotheses_rotate_the_source_of_one_shared_pyramid(tiny_checkpoint, room_pair):
     src, ref, _ = room_pair
-    reg = Registrar.from_checkpoint(tiny_checkpoint)
+    reg = load_network(tiny_checkpoint).network
     rots = CUBE_ROTATIONS[[0, 5]]
-    same, turned = reg.hypotheses(ref, src, rots)
+    same, turned = reg.hypotheses(src, ref, rots)
     # the identity hypothesis is exactly the plain forward pass
-    plain = reg.forward([(ref, src)])[0]
+    plain = reg.forward([(src, ref)])[0]
     np.testing.assert_allclose(same.transform, plain.transform, atol=1e-5)
     np.testing.assert_allclose(same.src_corr_points, plain.src_corr_points, atol=1e-5)
     # the other hypothesis saw the rotated source: its correspondences lie on it
@@ -160,7 +161,7 @@ def test_hypotheses_rotate_the_source_of_one_shared_pyramid(tiny_checkpoint, roo
     assert np.median(cKDTree(src).query(turned.src_corr_points)[0]) > 0.1
     # and it equals the network run from scratch on that pyramid (no cached reference features
     # or embeddings: the cached source embedding was computed on the unrotated source)
-    batch = reg._collate([(ref, src)])
+    batch = reg.collate([(src, ref)])
     k = [int(n[0]) for n in batch.pyramid.lengths]
     r = torch.as_tensor(rots[1], dtype=torch.float32)
     points = [torch.cat([p[:n], p[n:] @ r.T]) for p, n in zip(batch.pyramid.points, k, strict=True)]
@@ -172,15 +173,13 @@ def test_hypotheses_rotate_the_source_of_one_shared_pyramid(tiny_checkpoint, roo
 def test_consensus_counts_the_confidence_of_agreeing_correspondences():
     pts = np.arange(12, dtype=np.float64).reshape(4, 3)
     moved = pts + np.array([[0, 0, 0], [0, 0, 0.05], [0, 0, 0.5], [3, 0, 0]])
-    pred = Prediction(np.eye(4), moved, pts, np.array([0.5, 0.25, 1.0, 1.0]), 0.0)
+    pred = Prediction(np.eye(4), pts, moved, np.array([0.5, 0.25, 1.0, 1.0]), 0.0)
     assert pred.consensus(0.1) == pytest.approx(0.75)
     assert pred.consensus(1.0) == pytest.approx(1.75)
     empty = Prediction(np.eye(4), np.zeros((0, 3)), np.zeros((0, 3)), np.zeros(0), 0.0)
     assert empty.consensus(0.1) == 0.0
 
 
-def test_an_unknown_orientation_search_is_refused_when_the_model_is_built():
-    from pcreg.models.geotransformer import GeoTransformer, GeoTransformerConfig
-
+def test_an_unknown_orientation_search_is_refused():
     with pytest.raises(ValueError, match="orientation_search"):
-        GeoTransformer(GeoTransformerConfig(orientation_search="gravity"))
+        SearchConfig(orientation_search="gravity")

@@ -1,96 +1,91 @@
-"""Pictures of a generated dataset: sample pairs and the overlap histogram."""
+"""What the pictures of a generated dataset show: its overlaps and a few sample pairs.
+
+This module only reads the dataset (``data`` never imports ``viz``, docs/architecture.md); the
+layer that calls both draws the pictures from arrays::
+
+    report = dataset_report(root, "indoor", "val", records, num_scenes)
+    save_overlap_histogram_png(report.overlaps, report.overlap_png, report.title)  # pcreg.viz.pairs
+    save_pair_grid_png(report.samples_png, report.samples)                        # pcreg.viz.pairs
+"""
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from pcreg._fs import atomic_output
-from pcreg.data.synthetic.pairs import SyntheticPair
+from pcreg.data.threedmatch import load_fragment
 
-__all__ = ["save_overlap_histogram_png", "save_sample_pairs_png"]
-
-
-def save_overlap_histogram_png(
-    overlaps: list[float], path: str | os.PathLike[str], title: str, overwrite: bool = True
-) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 3.5))
-    ax.hist(overlaps, bins=np.linspace(0, 1, 21), color="tab:blue", edgecolor="white")
-    for x, label in ((0.1, "LoMatch 10%"), (0.3, "Match 30%")):
-        ax.axvline(x, color="k", ls="--", lw=1)
-        ax.text(x + 0.01, ax.get_ylim()[1] * 0.9, label, fontsize=8)
-    ax.set_xlabel("overlap (fraction of source points within 1.5 voxels)")
-    ax.set_ylabel("pairs")
-    ax.set_title(title, fontsize=10)
-    fig.tight_layout()
-    with atomic_output(path, overwrite=overwrite) as tmp:
-        fig.savefig(tmp, dpi=100, format="png")
-    plt.close(fig)
-    return Path(path)
+__all__ = ["DatasetReport", "dataset_report"]
 
 
-def save_sample_pairs_png(
-    pairs: list[SyntheticPair], path: str | os.PathLike[str], overwrite: bool = True
-) -> Path:
-    from pcreg.viz.pairs import save_pair_grid_png
+@dataclass(frozen=True)
+class DatasetReport:
+    """The pictures' inputs, as plain values, and where they go."""
 
-    rows = [
-        (f"{p.scene} {p.ref_id}<-{p.src_id}, overlap {p.overlap:.2f}", p.ref, p.src, p.transform)
-        for p in pairs
-    ]
-    return save_pair_grid_png(path, rows, overwrite=overwrite)
+    title: str  # "indoor val: 15 pairs from 4 scenes"
+    overlaps: list[float]  # one per pair
+    # (title, ref (N, 3), src (M, 3), T_ref_src (4, 4)): the rows of save_pair_grid_png
+    samples: list[tuple[str, np.ndarray, np.ndarray, np.ndarray]]
+    summary: str  # one line for the log
+    overlap_png: Path  # <root>/<split>_overlap.png
+    samples_png: Path  # <root>/<split>_samples.png
 
 
-def write_dataset_report(
+def _transform(record: dict) -> np.ndarray:
+    if "transform" in record:  # outdoor
+        return np.asarray(record["transform"], np.float64)
+    t = np.eye(4)
+    t[:3, :3], t[:3, 3] = np.asarray(record["rotation"]), np.asarray(record["translation"])
+    return t
+
+
+def dataset_report(
     root: str | os.PathLike[str],
     kind: str,
     split: str,
     records: list[dict],
     num_scenes: int,
     samples: int = 3,
-) -> str:
-    """Write ``<root>/<split>_overlap.png`` and ``<root>/<split>_samples.png`` for a dataset
-    written by :mod:`pcreg.data.synthetic.writer`; returns a one-line summary."""
-    from pcreg.data.threedmatch import load_fragment
-
+    seed: int = 0,
+) -> DatasetReport:
+    """The overlaps of a dataset written by :mod:`pcreg.data.synthetic.writer` (``records``
+    as it returned them) and ``samples`` of its pairs picked at random by ``seed``, loaded
+    from disk."""
+    if not records:
+        raise ValueError(f"{kind} {split}: no pairs to report")
     root = Path(root)
-    ovs = [r["overlap"] for r in records]
-    save_overlap_histogram_png(
-        ovs,
-        root / f"{split}_overlap.png",
-        f"{kind} {split}: {len(records)} pairs from {num_scenes} scenes",
-    )
+    overlaps = [float(r["overlap"]) for r in records]
     base = root / "data" if kind == "indoor" else root
-    picks = np.random.default_rng(0).choice(len(records), min(samples, len(records)), replace=False)
+    picks = np.random.default_rng(seed).choice(
+        len(records), min(samples, len(records)), replace=False
+    )
     rows = []
     for i in picks:
         r = records[int(i)]
-        if "transform" in r:
-            t = np.asarray(r["transform"])
-        else:
-            t = np.eye(4)
-            t[:3, :3], t[:3, 3] = np.asarray(r["rotation"]), np.asarray(r["translation"])
         scene = r.get("scene_name", f"street-{r.get('seq_id', 0):06d}")
+        ref_id, src_id = (
+            r.get("frag_id0", r.get("frame0", 0)),
+            r.get("frag_id1", r.get("frame1", 0)),
+        )
         rows.append(
-            SyntheticPair(
+            (
+                f"{scene} {ref_id}<-{src_id}, overlap {r['overlap']:.2f}",
                 load_fragment(base / r["pcd0"]),
                 load_fragment(base / r["pcd1"]),
-                t,
-                r["overlap"],
-                scene,
-                r.get("frag_id0", r.get("frame0", 0)),
-                r.get("frag_id1", r.get("frame1", 0)),
+                _transform(r),
             )
         )
-    save_sample_pairs_png(rows, root / f"{split}_samples.png")
-    return (
-        f"{len(records)} pairs; overlap min {min(ovs):.2f}, median {np.median(ovs):.2f}, "
-        f"max {max(ovs):.2f}; pictures in {root}"
+    return DatasetReport(
+        title=f"{kind} {split}: {len(records)} pairs from {num_scenes} scenes",
+        overlaps=overlaps,
+        samples=rows,
+        summary=(
+            f"{len(records)} pairs; overlap min {min(overlaps):.2f}, median "
+            f"{np.median(overlaps):.2f}, max {max(overlaps):.2f}; pictures in {root}"
+        ),
+        overlap_png=root / f"{split}_overlap.png",
+        samples_png=root / f"{split}_samples.png",
     )

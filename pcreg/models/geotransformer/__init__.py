@@ -5,13 +5,21 @@ from pcreg.models.geotransformer.config import (
     kitti_config,
     threedmatch_config,
 )
-from pcreg.models.geotransformer.model import GeoTransformer, Patches, RegistrationOutput
+from pcreg.models.geotransformer.model import (
+    GeoTransformer,
+    Patches,
+    ReferenceEncoding,
+    RegistrationOutput,
+    build_geotransformer,
+)
 
 __all__ = [
     "GeoTransformer",
     "GeoTransformerConfig",
     "Patches",
+    "ReferenceEncoding",
     "RegistrationOutput",
+    "build_geotransformer",
     "kitti_config",
     "threedmatch_config",
 ]

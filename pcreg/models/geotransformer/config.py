@@ -5,21 +5,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-__all__ = ["ORIENTATION_SEARCHES", "GeoTransformerConfig", "kitti_config", "threedmatch_config"]
-
-#: values of ``GeoTransformerConfig.orientation_search``
-ORIENTATION_SEARCHES = ("none", "manhattan")
+__all__ = ["GeoTransformerConfig", "kitti_config", "threedmatch_config"]
 
 
 @dataclass(frozen=True)
 class GeoTransformerConfig:
-    """All sizes; lengths in metres unless marked as a factor of the voxel size."""
+    """The network's architecture and preprocessing; lengths in metres unless marked as a
+    factor of the voxel size. Inference-time choices (the orientation search) are not here:
+    :class:`pcreg.registration.search.SearchConfig`."""
 
     # preprocessing (the neighbor pyramid the backbone is trained with)
     voxel_size: float = 0.025
     num_stages: int = 4
     neighbor_limits: tuple[int, ...] = (38, 36, 36, 38)
-    # per-point input features (pcreg.data.features): "ones" (input_dim 1) or "fpfh"
+    # per-point input features (pcreg.ops.features): "ones" (input_dim 1) or "fpfh"
     # (input_dim 34: the constant + FPFH with normals / histograms over fpfh_radii metres)
     input_features: str = "ones"
     fpfh_radii: tuple[float, float] = (0.1, 0.25)
@@ -58,17 +57,6 @@ class GeoTransformerConfig:
     acceptance_radius: float = 0.1
     min_correspondences: int = 3
     refinement_steps: int = 5
-    # inference only (pcreg.engine.inference.Registrar): "none", or "manhattan": rotate each
-    # cloud into its Manhattan frame (pcreg.geometry.manhattan) and try the 24 cube rotations
-    # of the source, keeping the one whose correspondences agree best. It lets a model trained
-    # on small rotations register room scans under any rotation, at 24 forward passes a pair.
-    orientation_search: str = "none"
-    # ... and of those 24, run the network only on the hypotheses whose pre-network ranking
-    # score (pcreg.geometry.cube_ranking: channel-wise occupancy correlation on a grid of
-    # orientation_rank_voxel metres) is at least orientation_keep x the best one's; 0 runs all
-    # 24. A clear winner costs one forward pass, an ambiguous pair several.
-    orientation_keep: float = 0.7
-    orientation_rank_voxel: float = 0.2
 
     @property
     def search_radius(self) -> float:

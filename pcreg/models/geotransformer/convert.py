@@ -83,7 +83,7 @@ def upstream_key_table(cfg: GeoTransformerConfig) -> dict[str, str]:
         for a, b in pairs.items():
             for p in ("weight", "bias"):
                 t[f"{up}.{a}.{p}"] = f"{ours}.{b}.{p}"
-    t["optimal_transport.alpha"] = "optimal_transport.alpha"
+    t["optimal_transport.alpha"] = "matcher.optimal_transport.alpha"
     return t
 
 

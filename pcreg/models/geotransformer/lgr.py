@@ -13,12 +13,12 @@ from torch import Tensor
 from pcreg.geometry.procrustes import weighted_procrustes
 from pcreg.geometry.transforms import apply_transform
 
-__all__ = ["inlier_counts", "local_to_global_registration"]
+__all__ = ["LocalToGlobalEstimator", "inlier_counts", "local_to_global_registration"]
 
 
 def local_to_global_registration(
-    ref_points: Tensor,
     src_points: Tensor,
+    ref_points: Tensor,
     scores: Tensor,
     patch_index: Tensor,
     acceptance_radius: float,
@@ -28,7 +28,7 @@ def local_to_global_registration(
     """Estimate ``T_ref_src`` of one pair.
 
     Args:
-        ref_points ``(C, 3)``, src_points ``(C, 3)``: dense correspondences (row i matches row i).
+        src_points ``(C, 3)``, ref_points ``(C, 3)``: dense correspondences (row i matches row i).
         scores ``(C,)``: their confidences (non-negative weights).
         patch_index ``(C,)`` int64: the patch pair each correspondence came from.
         acceptance_radius: inlier distance in metres (0.1 indoor, 0.6 outdoor).
@@ -122,3 +122,36 @@ def inlier_counts(src: Tensor, ref: Tensor, transforms: Tensor, radius: float) -
 
 def _residual(src: Tensor, ref: Tensor, transform: Tensor) -> Tensor:
     return torch.linalg.vector_norm(apply_transform(src, transform) - ref, dim=-1)
+
+
+class LocalToGlobalEstimator:
+    """The estimation part of the network: :func:`local_to_global_registration` with its
+    settings (GeoTransformer §3.5). Parameter-free; called once per pair.
+
+    Args:
+        acceptance_radius: inlier distance in metres (0.1 indoor, 0.6 outdoor in the
+            published configurations).
+        min_correspondences: correspondences a patch needs to propose a hypothesis.
+        refinement_steps: weighted-Procrustes re-solves on the inliers.
+    """
+
+    def __init__(
+        self, acceptance_radius: float, min_correspondences: int = 3, refinement_steps: int = 5
+    ) -> None:
+        self.acceptance_radius = acceptance_radius
+        self.min_correspondences = min_correspondences
+        self.refinement_steps = refinement_steps
+
+    def __call__(
+        self, src_points: Tensor, ref_points: Tensor, scores: Tensor, patch_index: Tensor
+    ) -> tuple[Tensor, Tensor]:
+        """``T_ref_src (4, 4)`` and the inlier mask ``(C,)`` of one pair's correspondences."""
+        return local_to_global_registration(
+            src_points,
+            ref_points,
+            scores,
+            patch_index,
+            self.acceptance_radius,
+            self.min_correspondences,
+            self.refinement_steps,
+        )

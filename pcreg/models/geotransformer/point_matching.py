@@ -10,8 +10,8 @@ __all__ = ["mutual_topk_correspondences"]
 
 def mutual_topk_correspondences(
     scores: Tensor,
-    ref_valid: Tensor,
     src_valid: Tensor,
+    ref_valid: Tensor,
     k: int,
     confidence_threshold: float,
     mutual: bool = True,
@@ -25,7 +25,8 @@ def mutual_topk_correspondences(
     Args:
         scores ``(P, K, K)``: assignment probabilities (``exp`` of the Sinkhorn output without the
             dustbins).
-        ref_valid ``(P, K)``, src_valid ``(P, K)``: real patch points.
+        src_valid ``(P, K)``, ref_valid ``(P, K)``: real patch points (the scores' columns
+            and rows).
         k: top-k per row / column (3 for 3DMatch, 2 for KITTI).
     Returns:
         ``(P, K, K)`` bool.

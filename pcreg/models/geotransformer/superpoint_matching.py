@@ -9,10 +9,10 @@ __all__ = ["superpoint_matching"]
 
 
 def superpoint_matching(
-    ref_feats: Tensor,
     src_feats: Tensor,
-    ref_valid: Tensor,
+    ref_feats: Tensor,
     src_valid: Tensor,
+    ref_valid: Tensor,
     num_correspondences: int,
     dual_normalization: bool = True,
 ) -> tuple[Tensor, Tensor, Tensor]:
@@ -22,12 +22,12 @@ def superpoint_matching(
     s_ij ← (s_ij / Σ_k s_ik) (s_ij / Σ_k s_kj), which suppresses ambiguous matches.
 
     Args:
-        ref_feats ``(N, C)``, src_feats ``(M, C)``: superpoint features (normalised here).
-        ref_valid ``(N,)``, src_valid ``(M,)``: superpoints that may match (real and with a
+        src_feats ``(M, C)``, ref_feats ``(N, C)``: superpoint features (normalised here).
+        src_valid ``(M,)``, ref_valid ``(N,)``: superpoints that may match (real and with a
             non-empty patch).
         num_correspondences: k (256 in GeoTransformer); fewer when fewer valid pairs exist.
     Returns:
-        ``ref_indices (k,)``, ``src_indices (k,)`` int64 and ``scores (k,)``, best first.
+        ``src_indices (k,)``, ``ref_indices (k,)`` int64 and ``scores (k,)``, best first.
     """
     ref = torch.nn.functional.normalize(ref_feats, dim=-1)
     src = torch.nn.functional.normalize(src_feats, dim=-1)
@@ -42,4 +42,4 @@ def superpoint_matching(
     k = min(num_correspondences, int(pair_valid.sum()))
     scores, flat = sim.flatten().topk(k)
     m = src.shape[0]
-    return flat // m, flat % m, scores
+    return flat % m, flat // m, scores

@@ -61,25 +61,26 @@ class GeometricTransformer(nn.Module):
 
     def forward(
         self,
-        ref_points: Tensor,
         src_points: Tensor,
-        ref_feats: Tensor,
+        ref_points: Tensor,
         src_feats: Tensor,
-        ref_valid: Tensor,
+        ref_feats: Tensor,
         src_valid: Tensor,
+        ref_valid: Tensor,
         embeddings: tuple[Tensor, Tensor] | None = None,
     ) -> tuple[Tensor, Tensor]:
-        """Padded superpoints: points ``(B, N, 3)`` / ``(B, M, 3)``, feats ``(B, N, Cin)`` /
-        ``(B, M, Cin)``, valid masks (True = real). Returns ``(B, N, Cout)``, ``(B, M, Cout)``.
-        The source's cross-attention reads the reference features already updated in the same
-        block (GeoTransformer's sequential order).
+        """Padded superpoints: points ``(B, M, 3)`` / ``(B, N, 3)``, feats ``(B, M, Cin)`` /
+        ``(B, N, Cin)``, valid masks (True = real). Returns ``(B, M, Cout)``, ``(B, N, Cout)``
+        (source, reference). In each cross block the reference is updated first and the
+        source's cross-attention reads the updated reference (GeoTransformer's sequential
+        order).
 
-        ``embeddings``: the ``(ref, src)`` pair embeddings from :meth:`embed` when the caller
+        ``embeddings``: the ``(src, ref)`` embeddings from :meth:`embed` when the caller
         already has them for these points, or for points differing only by a rigid motion per
         cloud (the embedding is invariant to it); None computes them."""
         if embeddings is None:
-            embeddings = self.embed(ref_points, src_points, ref_valid, src_valid)
-        ref_emb, src_emb = embeddings
+            embeddings = self.embed(src_points, ref_points, src_valid, ref_valid)
+        src_emb, ref_emb = embeddings
         ref, src = self.in_proj(ref_feats), self.in_proj(src_feats)
         ref_pad, src_pad = ~ref_valid, ~src_valid
         for block, layer in zip(self.blocks, self.layers, strict=True):
@@ -89,10 +90,10 @@ class GeometricTransformer(nn.Module):
             else:
                 ref, _ = layer(ref, src, key_padding_mask=src_pad)
                 src, _ = layer(src, ref, key_padding_mask=ref_pad)
-        return self.out_proj(ref), self.out_proj(src)
+        return self.out_proj(src), self.out_proj(ref)
 
     def embed(
-        self, ref_points: Tensor, src_points: Tensor, ref_valid: Tensor, src_valid: Tensor
+        self, src_points: Tensor, ref_points: Tensor, src_valid: Tensor, ref_valid: Tensor
     ) -> tuple[Tensor, Tensor]:
-        """The geometric structure embeddings ``(B, N, N, hidden)``, ``(B, M, M, hidden)``."""
-        return self.embedding(ref_points, ref_valid), self.embedding(src_points, src_valid)
+        """The geometric structure embeddings ``(B, M, M, hidden)``, ``(B, N, N, hidden)``."""
+        return self.embedding(src_points, src_valid), self.embedding(ref_points, ref_valid)

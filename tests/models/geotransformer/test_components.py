@@ -177,7 +177,11 @@ def test_mutual_topk(gen):
     assert corr2.nonzero().tolist() == [[0, 0, 0], [0, 1, 0], [0, 1, 1]]
     v = valid.clone()
     v[0, 0] = False
-    assert not mutual_topk_correspondences(p, v, valid, k=2, confidence_threshold=0.05)[0, 0].any()
+    # arguments are (src_valid, ref_valid): an invalid reference point (row 0) matches nothing
+    assert not mutual_topk_correspondences(p, valid, v, k=2, confidence_threshold=0.05)[0, 0].any()
+    # an invalid source point (column 0) matches nothing; the other matches stay
+    only_src = mutual_topk_correspondences(p, v, valid, k=2, confidence_threshold=0.05)
+    assert only_src.nonzero().tolist() == [[0, 1, 1]]
 
 
 def test_superpoint_matching_finds_the_planted_pairs(gen):
@@ -185,13 +189,13 @@ def test_superpoint_matching_finds_the_planted_pairs(gen):
     perm = torch.randperm(12, generator=gen)
     src = f[perm] + 0.01 * torch.randn(12, 16, generator=gen)
     valid = torch.ones(12, dtype=torch.bool)
-    ri, si, scores = superpoint_matching(f, src, valid, valid, 12)
+    si, ri, scores = superpoint_matching(src, f, valid, valid, 12)
     assert torch.equal(torch.sort(ri).values, torch.arange(12))
     assert torch.all(perm[si] == ri)
     assert torch.all(scores[:-1] >= scores[1:])
     v = valid.clone()
     v[3] = False
-    ri, _, _ = superpoint_matching(f, src, v, valid, 200)
+    _, ri, _ = superpoint_matching(src, f, valid, v, 200)
     assert 3 not in ri.tolist() and len(ri) == 11 * 12
 
 
@@ -222,11 +226,11 @@ def test_lgr_recovers_transform_with_40_percent_outliers(gen):
         int((~outliers).sum()), 3, generator=gen, dtype=torch.float64
     )
     scores = torch.rand(len(src), generator=gen, dtype=torch.float64) * 0.5 + 0.5
-    est, inliers = local_to_global_registration(ref, src, scores, patch, acceptance_radius=0.1)
+    est, inliers = local_to_global_registration(src, ref, scores, patch, acceptance_radius=0.1)
     assert relative_rotation_error_deg(est, t) < 0.1
     assert relative_translation_error(est, t) < 1e-3
     assert inliers[~outliers].float().mean() > 0.99 and inliers[outliers].float().mean() < 0.05
-    eye, empty = local_to_global_registration(ref[:0], src[:0], scores[:0], patch[:0], 0.1)
+    eye, empty = local_to_global_registration(src[:0], ref[:0], scores[:0], patch[:0], 0.1)
     assert torch.equal(eye, torch.eye(4, dtype=torch.float64)) and empty.numel() == 0
 
 

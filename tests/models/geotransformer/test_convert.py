@@ -9,7 +9,7 @@ import torch
 
 from pcreg.errors import CorruptFileError
 from pcreg.layers import count_parameters
-from pcreg.models.geotransformer import GeoTransformer, kitti_config, threedmatch_config
+from pcreg.models.geotransformer import build_geotransformer, kitti_config, threedmatch_config
 from pcreg.models.geotransformer.convert import (
     convert_upstream_state_dict,
     load_upstream_checkpoint,
@@ -59,7 +59,7 @@ UPSTREAM_KITTI = {
 
 
 def _fake_upstream(cfg, gen):
-    model = GeoTransformer(cfg)
+    model = build_geotransformer(cfg)
     ours = model.state_dict()
     table = upstream_key_table(cfg)
     return model, {up: torch.randn(ours[k].shape, generator=gen) for up, k in table.items()}
@@ -108,9 +108,9 @@ def test_conversion_errors_name_the_key(gen, tmp_path):
         convert_upstream_state_dict(bad, cfg, model.state_dict())
     path = tmp_path / "release.pth.tar"
     torch.save({"model": fake, "epoch": 40}, path)
-    fresh = GeoTransformer(cfg)
+    fresh = build_geotransformer(cfg)
     load_upstream_checkpoint(path, fresh)
-    assert torch.equal(fresh.optimal_transport.alpha, fake["optimal_transport.alpha"])
+    assert torch.equal(fresh.matcher.optimal_transport.alpha, fake["optimal_transport.alpha"])
     torch.save({"state": fake}, path)
     with pytest.raises(CorruptFileError, match="no 'model' key"):
         load_upstream_checkpoint(path, fresh)

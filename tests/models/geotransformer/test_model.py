@@ -10,7 +10,7 @@ from pcreg.data.collate import collate_pairs
 from pcreg.geometry.metrics import relative_rotation_error_deg, relative_translation_error
 from pcreg.geometry.transforms import apply_transform
 from pcreg.losses.total import LossConfig, build_targets, registration_loss
-from pcreg.models.geotransformer import GeoTransformer, threedmatch_config
+from pcreg.models.geotransformer import build_geotransformer, threedmatch_config
 
 SMALL = dict(
     voxel_size=0.05,
@@ -32,28 +32,20 @@ def _room(seed):
 
     src, ref, t = _room_pair(seed)
     return (
-        torch.from_numpy(ref).float(),
         torch.from_numpy(src).float(),
+        torch.from_numpy(ref).float(),
         torch.from_numpy(t).float(),
     )
 
 
-def _collate(cfg, refs, srcs, transforms=None):
-    return collate_pairs(
-        refs,
-        srcs,
-        voxel_size=cfg.voxel_size,
-        num_stages=cfg.num_stages,
-        search_radius=cfg.search_radius,
-        neighbor_limits=cfg.neighbor_limits,
-        transforms=transforms,
-    )
+def _collate(cfg, srcs, refs, transforms=None):
+    return collate_pairs(srcs, refs, cfg, transforms=transforms)
 
 
 def test_batch_of_two_equals_two_singles():
     torch.manual_seed(0)
     cfg = threedmatch_config(**SMALL)
-    model = GeoTransformer(cfg).eval()
+    model = build_geotransformer(cfg).eval()
     pairs = [_room(0), _room(1)]
     pairs[1] = (pairs[1][0][::2], pairs[1][1][::3], pairs[1][2])  # different sizes
     with torch.no_grad():
@@ -117,8 +109,8 @@ def test_real_demo_pair_forward_backward_without_nan(shared_data):
         output_dim=64,
         sinkhorn_iterations=30,
     )
-    model = GeoTransformer(cfg)
-    batch = _collate(cfg, [ref], [src], [gt])
+    model = build_geotransformer(cfg)
+    batch = _collate(cfg, [src], [ref], [gt])
     # inference: no ground truth anywhere
     model.eval()
     with torch.no_grad():
@@ -146,7 +138,7 @@ def test_real_demo_pair_forward_backward_without_nan(shared_data):
     losses["loss"].backward()
     grads = [p.grad for p in model.parameters() if p.requires_grad]
     assert all(g is not None and torch.isfinite(g).all() for g in grads)
-    assert model.optimal_transport.alpha.grad.abs() > 0
+    assert model.matcher.optimal_transport.alpha.grad.abs() > 0
 
 
 @pytest.mark.slow
@@ -154,9 +146,9 @@ def test_training_on_one_synthetic_pair_learns_to_register_it():
     torch.manual_seed(0)
     cfg = threedmatch_config(**SMALL)
     lc = LossConfig(matching_radius=0.1)
-    ref, src, t = _room(0)
-    batch = _collate(cfg, [ref], [src], [t])
-    model = GeoTransformer(cfg)
+    src, ref, t = _room(0)
+    batch = _collate(cfg, [src], [ref], [t])
+    model = build_geotransformer(cfg)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     gen = torch.Generator().manual_seed(0)
     for _ in range(300):

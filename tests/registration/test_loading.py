@@ -7,7 +7,14 @@ import torch
 
 from pcreg.engine.checkpoint import load_checkpoint, save_checkpoint
 from pcreg.errors import InputError, MissingFileError
-from pcreg.weights import SHIPPED_MODELS, WEIGHTS_DIR, export_weights, load_model, weights_path
+from pcreg.registration.loading import (
+    SHIPPED_MODELS,
+    WEIGHTS_DIR,
+    export_weights,
+    load_network,
+    weights_path,
+)
+from pcreg.registration.search import SearchConfig
 
 
 def test_export_is_half_precision_and_loads_back(tmp_path, tiny_checkpoint):
@@ -21,7 +28,7 @@ def test_export_is_half_precision_and_loads_back(tmp_path, tiny_checkpoint):
             ref = src[k].float()
             # float16 rounding: relative error <= 2^-11 for normal numbers
             assert ((v.float() - ref).abs() <= ref.abs() * 2**-11 + 6.2e-5).all(), k
-    registrar = load_model(out)
+    registrar = load_network(out).network
     assert registrar.config.voxel_size == pytest.approx(0.05)
     assert next(registrar.model.parameters()).dtype == torch.float32
     assert not (tmp_path / "w.pt").with_suffix(".tmp").exists()
@@ -36,7 +43,7 @@ def test_training_checkpoints_load_and_export(tmp_path, tiny_checkpoint):
         train_ckpt, "geotransformer-train", base["model"], config={"model": {}, "train": {}},
         model_config=base["config"], step=7,
     )  # fmt: skip
-    assert load_model(train_ckpt).config == load_model(tiny_checkpoint).config
+    assert load_network(train_ckpt).network.config == load_network(tiny_checkpoint).network.config
     out = export_weights(train_ckpt, tmp_path / "exported.pt")
     assert load_checkpoint(out)["config"] == base["config"]
     assert load_checkpoint(out)["step"] == 7  # provenance kept for the model card
@@ -57,4 +64,27 @@ def test_names_and_errors(tmp_path):
     vit = tmp_path / "vit.pt"
     save_checkpoint(vit, "vit", {"w": torch.zeros(1)}, config={})
     with pytest.raises(InputError, match="not a registration model"):
-        load_model(vit)
+        load_network(vit)
+
+
+def test_inference_settings_travel_with_the_weights(tmp_path, tiny_checkpoint):
+    """A checkpoint's ``inference`` entry (or, in files written before the split, the search
+    keys among its configuration) gives the network's default search; none: the plain one."""
+    assert load_network(tiny_checkpoint).search == SearchConfig()
+    out = export_weights(
+        tiny_checkpoint, tmp_path / "m.pt", inference={"orientation_search": "manhattan"}
+    )
+    assert load_network(out).search == SearchConfig(orientation_search="manhattan")
+    base = load_checkpoint(tiny_checkpoint)
+    legacy = tmp_path / "legacy.pt"
+    config = {**base["config"], "orientation_search": "manhattan", "orientation_keep": 0.5}
+    save_checkpoint(legacy, "geotransformer", base["model"], config=config)
+    loaded = load_network(legacy)
+    assert loaded.search == SearchConfig("manhattan", orientation_keep=0.5)
+    assert loaded.network.config == load_network(tiny_checkpoint).network.config
+    # the shipped files: the indoor network searches Manhattan frames, the outdoor one does not
+    if (WEIGHTS_DIR / "indoor.pt").is_file():
+        assert load_network("indoor").search.orientation_search == "manhattan"
+        assert load_network("indoor").setting == "indoor"
+    if (WEIGHTS_DIR / "outdoor.pt").is_file():
+        assert load_network("outdoor").search.orientation_search == "none"

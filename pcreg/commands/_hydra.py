@@ -1,0 +1,17 @@
+"""Subcommands configured by Hydra ``key=value`` overrides (train, vit, detr, evaluate)."""
+
+from __future__ import annotations
+
+__all__ = ["add_hydra_subcommand"]
+
+
+def add_hydra_subcommand(
+    sub, name: str, func, help: str, example: str, positional: tuple[str, list[str]] | None = None
+):
+    """A subcommand that takes Hydra ``key=value`` overrides (after an optional choice)."""
+    cmd = sub.add_parser(name, help=help, description=f"Hydra overrides, {example}")
+    if positional is not None:
+        cmd.add_argument(positional[0], choices=positional[1])
+    cmd.add_argument("overrides", nargs="*", help="Hydra overrides key=value")
+    cmd.set_defaults(func=func)
+    return cmd

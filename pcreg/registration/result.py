@@ -1,0 +1,112 @@
+"""What a registration returns, and the two scan settings the defaults depend on."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+__all__ = ["SETTINGS", "RegistrationResult", "Setting"]
+
+
+@dataclass(frozen=True)
+class Setting:
+    """Defaults of a kind of scan.
+
+    name: ``"indoor"`` (RGB-D fragments, 3DMatch-like) or ``"outdoor"`` (LiDAR, KITTI-like).
+    voxel_size: FPFH + RANSAC and ICP voxel in metres (DESIGN §6: 5 cm / 0.3 m).
+    inlier_radius: the protocol's inlier-ratio radius in metres (DESIGN §7: 3DMatch 0.1 m,
+        KITTI 0.6 m); the correspondence colours of the pictures use it too.
+    """
+
+    name: str
+    voxel_size: float
+    inlier_radius: float
+
+
+#: the settings by name
+SETTINGS = {
+    "indoor": Setting("indoor", voxel_size=0.05, inlier_radius=0.1),
+    "outdoor": Setting("outdoor", voxel_size=0.3, inlier_radius=0.6),
+}
+
+
+@dataclass
+class RegistrationResult:
+    """What the registration pipeline found for one pair.
+
+    Attributes:
+        transform: ``(4, 4) float64`` ``T_ref_src`` (``ref ≈ R @ src + t``).
+        src_corr_points, ref_corr_points: ``(K, 3) float64`` the correspondences the estimate
+            rests on (source / reference frame, metres): the network's dense matches, RANSAC's
+            inliers, or ICP's final nearest neighbors when ``icp`` refined the result.
+        corr_scores: ``(K,) float64`` confidence of each correspondence (1.0 for classical ones).
+        method: ``"geotransformer"`` or ``"fpfh-ransac"``; ``model``: the weights used (name or
+            path) or the setting name for the classical method; ``setting``: ``"indoor"`` or
+            ``"outdoor"``.
+        icp: whether point-to-plane ICP refined the result; ``voxel_size``: the voxel (metres)
+            of FPFH + RANSAC and ICP.
+        confidence: the share of the correspondences' confidence that the estimate moves
+            within the acceptance radius (0-1; not calibrated as a probability).
+        hypothesis: the orientation hypothesis that won (``"identity"``, ``"cube 5"``, ...;
+            ``""`` for the classical method).
+        timings: seconds per stage (``load``, ``register``, ``icp``) and ``total``.
+    """
+
+    transform: np.ndarray
+    src_corr_points: np.ndarray
+    ref_corr_points: np.ndarray
+    corr_scores: np.ndarray
+    method: str
+    model: str
+    setting: str
+    icp: bool
+    voxel_size: float
+    confidence: float = 0.0
+    hypothesis: str = ""
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def num_correspondences(self) -> int:
+        return len(self.src_corr_points)
+
+    @property
+    def time_s(self) -> float:
+        return float(self.timings.get("total", sum(self.timings.values())))
+
+    @property
+    def inlier_radius(self) -> float:
+        """The protocol's inlier radius of this result's setting (metres)."""
+        return SETTINGS[self.setting].inlier_radius
+
+    def errors(self, gt_transform: np.ndarray, src_points: np.ndarray | None = None) -> dict:
+        """RRE (deg), RTE (m), the inlier ratio of the correspondences under the truth (within
+        :attr:`inlier_radius`), and with ``src_points`` the RMSE (m) between the source moved
+        by the estimate and by the truth."""
+        from pcreg.geometry import pose_errors
+
+        gt = np.asarray(gt_transform, np.float64)
+        out = pose_errors(self.transform, gt, src_points)
+        out["inlier_ratio"] = 0.0
+        if self.num_correspondences:
+            moved = self.src_corr_points @ gt[:3, :3].T + gt[:3, 3]
+            dist = np.linalg.norm(moved - self.ref_corr_points, axis=1)
+            out["inlier_ratio"] = float(np.mean(dist < self.inlier_radius))
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready summary (the ``pcreg register --json`` keys, without ground truth)."""
+        return {
+            "transform": self.transform.tolist(),
+            "method": self.method,
+            "model": self.model,
+            "setting": self.setting,
+            "icp": self.icp,
+            "voxel_size_m": self.voxel_size,
+            "num_correspondences": self.num_correspondences,
+            "confidence": self.confidence,
+            "hypothesis": self.hypothesis,
+            "time_s": self.time_s,
+            "timings": dict(self.timings),
+        }

@@ -1,0 +1,206 @@
+"""The orientation search: rotation hypotheses from pluggable sources, verified by the network.
+
+A network trained on small rotations registers a pair under any rotation when it is shown the
+pair under the right rotation hypothesis. A *hypothesis source* looks at a pair and proposes a
+few: it returns a :class:`Hypotheses` (a frame for each cloud plus rotations of the source in
+those frames), or None when it does not apply to the scene (and then contributes nothing,
+rather than an arbitrary axis). :class:`OrientationSearch` runs the network on every proposed
+hypothesis and keeps the best-supported estimate: the confidence-weighted count of its
+correspondences within the acceptance radius, the quantity local-to-global registration itself
+maximises (GeoTransformer §3.5).
+
+Sources here:
+
+* :class:`IdentityHypotheses`: the pair as given (already roughly aligned inputs: odometry,
+  models trained on any rotation, such as the rotation-invariant ``outdoor`` weights).
+* :class:`ManhattanHypotheses`: each cloud rotated into its Manhattan frame
+  (:mod:`pcreg.geometry.manhattan`), leaving the pair one of the 24 cube rotations apart; the 24
+  are ranked without the network by an FFT occupancy correlation
+  (:mod:`pcreg.geometry.cube_ranking`) and only those within ``keep`` x the best are run.
+
+The settings live in :class:`SearchConfig`, an inference configuration apart from the network's
+architecture: changing them never rebuilds or reloads the network.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+from pcreg.config import ORIENTATION_SEARCHES, SearchConfig
+from pcreg.engine.threads import single_threaded_blas
+from pcreg.geometry.cube_ranking import cube_hypothesis_scores
+from pcreg.geometry.manhattan import CUBE_ROTATIONS, estimate_manhattan_frame
+from pcreg.registration.network import Prediction, Registrar
+
+__all__ = [
+    "ORIENTATION_SEARCHES",
+    "HypothesisSource",
+    "Hypotheses",
+    "IdentityHypotheses",
+    "ManhattanHypotheses",
+    "OrientationSearch",
+    "SearchConfig",
+    "SearchResult",
+]
+
+logger = logging.getLogger(__name__)
+
+@dataclass
+class Hypotheses:
+    """What a source proposes for one pair: rotate the source by ``src_frame`` and the
+    reference by ``ref_frame`` (each ``(3, 3)``), then try each of ``rotations (H, 3, 3)`` on
+    the source. ``labels``: one name per rotation (for the log and the result)."""
+
+    src_frame: np.ndarray
+    ref_frame: np.ndarray
+    rotations: np.ndarray
+    labels: list[str] = field(default_factory=list)
+
+
+class HypothesisSource(Protocol):
+    """Proposes rotation hypotheses for a pair, or None when it does not apply to it."""
+
+    name: str
+
+    def propose(self, src: np.ndarray, ref: np.ndarray) -> Hypotheses | None: ...
+
+
+class IdentityHypotheses:
+    """The pair as given: one hypothesis, no rotation."""
+
+    name = "identity"
+
+    def propose(self, src: np.ndarray, ref: np.ndarray) -> Hypotheses:
+        eye = np.eye(3)
+        return Hypotheses(eye, eye, eye[None], ["identity"])
+
+
+class ManhattanHypotheses:
+    """Cube rotations between the two clouds' Manhattan frames, ranked before the network.
+
+    Args:
+        frame_voxel: voxel (metres) of the frames' normal estimation (the voxel the training
+            pairs were canonicalised with: ``max(0.05, network voxel)``).
+        keep: run the cube rotations scoring at least ``keep`` x the best, best first (0: all
+            24 in order).
+        rank_voxel: grid cell (metres) of the ranking.
+    """
+
+    name = "manhattan"
+
+    def __init__(self, frame_voxel: float, keep: float = 0.7, rank_voxel: float = 0.2) -> None:
+        self.frame_voxel = frame_voxel
+        self.keep = keep
+        self.rank_voxel = rank_voxel
+
+    @single_threaded_blas
+    def propose(self, src: np.ndarray, ref: np.ndarray) -> Hypotheses:
+        f_src = estimate_manhattan_frame(src, voxel=self.frame_voxel)
+        f_ref = estimate_manhattan_frame(ref, voxel=self.frame_voxel)
+        src_rot, ref_rot = f_src.rotation, f_ref.rotation
+        candidates = np.arange(len(CUBE_ROTATIONS))
+        if self.keep > 0:
+            rank = cube_hypothesis_scores(
+                f_src.points @ src_rot.T,
+                f_src.normals @ src_rot.T,
+                f_ref.points @ ref_rot.T,
+                f_ref.normals @ ref_rot.T,
+                voxel=self.rank_voxel,
+            )
+            candidates = np.argsort(-rank, kind="stable")
+            candidates = candidates[rank[candidates] >= self.keep * rank.max()]
+        return Hypotheses(
+            src_rot, ref_rot, CUBE_ROTATIONS[candidates], [f"cube {int(i)}" for i in candidates]
+        )
+
+
+@dataclass
+class SearchResult:
+    """The winning estimate (for the pair as given), its support (confidence-weighted
+    correspondences within the acceptance radius), which hypothesis won, and how many ran."""
+
+    prediction: Prediction
+    support: float
+    hypothesis: str
+    tried: int
+
+
+class OrientationSearch:
+    """The network run under each proposed hypothesis; the best-supported estimate wins.
+
+    Args:
+        network: the loaded network.
+        sources: hypothesis sources, asked in order; those returning None contribute nothing.
+            With no hypothesis at all, the pair is run as given.
+        acceptance_radius: inlier distance of the support (metres; default the network's own
+            LGR acceptance radius).
+    """
+
+    def __init__(
+        self,
+        network: Registrar,
+        sources: Sequence[HypothesisSource],
+        acceptance_radius: float | None = None,
+    ) -> None:
+        self.network = network
+        self.sources = list(sources)
+        self.acceptance_radius = (
+            network.config.acceptance_radius if acceptance_radius is None else acceptance_radius
+        )
+
+    @classmethod
+    def from_config(cls, network: Registrar, config: SearchConfig) -> OrientationSearch:
+        """The sources a :class:`SearchConfig` names, for this network."""
+        if config.orientation_search == "manhattan":
+            voxel = max(0.05, network.config.voxel_size)
+            sources: list[HypothesisSource] = [
+                ManhattanHypotheses(voxel, config.orientation_keep, config.orientation_rank_voxel)
+            ]
+        else:
+            sources = [IdentityHypotheses()]
+        return cls(network, sources)
+
+    @property
+    def plain(self) -> bool:
+        """True when the search is the identity alone: pairs can share one batched pass."""
+        return all(isinstance(s, IdentityHypotheses) for s in self.sources)
+
+    def __call__(self, src: np.ndarray, ref: np.ndarray) -> SearchResult:
+        """Search one pair: ``src (N, 3)``, ``ref (M, 3)`` in metres."""
+        start = time.perf_counter()
+        if self.plain:
+            pred = self.network(src, ref)
+            return SearchResult(pred, pred.consensus(self.acceptance_radius), "identity", 1)
+        best: SearchResult | None = None
+        tried = 0
+        for source in self.sources:
+            hyp = source.propose(src, ref)
+            if hyp is None or len(hyp.rotations) == 0:
+                logger.debug("orientation search: %s does not apply", source.name)
+                continue
+            src_c = np.asarray(src, np.float64) @ hyp.src_frame.T
+            ref_c = np.asarray(ref, np.float64) @ hyp.ref_frame.T
+            preds = self.network.hypotheses(src_c, ref_c, hyp.rotations)
+            tried += len(preds)
+            for pred, rot, label in zip(preds, hyp.rotations, hyp.labels, strict=True):
+                support = pred.consensus(self.acceptance_radius)
+                if best is None or support > best.support:
+                    best = SearchResult(
+                        pred.rotated(rot @ hyp.src_frame, hyp.ref_frame), support, label, 0
+                    )
+        if best is None:  # no source applied: the pair as given
+            pred = self.network(src, ref)
+            best = SearchResult(pred, pred.consensus(self.acceptance_radius), "identity", 0)
+            tried = 1
+        best.tried = tried
+        best.prediction.time_s = time.perf_counter() - start
+        logger.debug(
+            "orientation search: %d hypotheses run, %s chosen", tried, best.hypothesis
+        )
+        return best
