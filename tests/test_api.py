@@ -9,9 +9,9 @@ import torch
 
 import pcreg
 from pcreg.api import MIN_POINTS, TooFewPointsError, register
-from pcreg.registration.pipeline import choose_model, cloud_extent
 from pcreg.errors import InputError, MissingFileError
 from pcreg.io import write_points
+from pcreg.registration.pipeline import choose_model, cloud_extent
 
 pytestmark = pytest.mark.open3d
 

@@ -14,8 +14,8 @@ median call is split into stages with forward hooks: read + checks, subsampling 
 backbone, transformer, optimal transport, matching + LGR.
 
 Throughput: the pairs of one setting, four at a time, registered one by one (batch 1), in
-one process (``Registration.batch``, batch 4) and over worker processes (``WorkerPool``, 2); pairs per
-second of the network alone (the clouds are already in memory).
+one process (``Registration.batch``, batch 4) and over worker processes (``WorkerPool``, 2);
+pairs per second of the pipeline alone (the clouds are already in memory).
 """
 
 from __future__ import annotations

@@ -72,8 +72,9 @@ def evaluate_pairs(
 
     With ``predict_many`` (a list of ``(src, ref)`` pairs -> their predictions in order, such
     as a :class:`~pcreg.registration.workers.WorkerPool`'s ``map``) the items are read and
-    predicted ``chunk`` at a time instead, and ``predict`` is not called. Under ``torchrun`` pass the rank / world size: rank
-    r scores pairs r, r + W, ... and the rows are gathered on every rank before the summary.
+    predicted ``chunk`` at a time instead, and ``predict`` is not called. Under ``torchrun``
+    pass the rank / world size: rank r scores pairs r, r + W, ... and the rows are gathered on
+    every rank before the summary.
     Returns ``{"pairs": [...], "scenes": [...], "overall": {...}}``."""
     if protocol not in ("threedmatch", "kitti"):
         raise ValueError(f"protocol must be 'threedmatch' or 'kitti', got {protocol!r}")

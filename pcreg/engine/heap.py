@@ -3,7 +3,7 @@
 glibc's ``malloc`` serves every request above its mmap threshold (at most 32 MB) with a fresh
 ``mmap`` and unmaps it on ``free``. Each new mapping is then faulted in page by page on first
 touch, and on the virtual machines we measured a fault costs about 3 us: a fresh 36 MB tensor
-took 28 ms to fill against 3 ms for the same tensor from reused memory (session 13, 2-core
+took 28 ms to fill against 3 ms for the same tensor from reused memory (2-core
 EPYC VM). A KITTI registration allocates and frees many such tensors (the stage-1 kernel
 influences alone are ~60 MB), and with mmap switched off and the heap never trimmed it ran
 2.30-2.59 -> 1.98-2.34 s (median of 9, 3 alternating rounds per setting); the 3DMatch pairs,

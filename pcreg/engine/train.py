@@ -36,7 +36,8 @@ from pcreg.errors import CorruptFileError, OutputExistsError
 from pcreg.geometry.metrics import relative_rotation_error_deg, relative_translation_error
 from pcreg.geometry.transforms import apply_transform
 from pcreg.losses.total import build_targets, registration_loss
-from pcreg.models.geotransformer import GeoTransformer
+from pcreg.models.geotransformer import build_geotransformer
+from pcreg.models.geotransformer.model import upgrade_state_dict
 
 __all__ = ["epoch_history", "lr_factor", "train_registration", "training_history"]
 
@@ -92,17 +93,7 @@ def _collate(cfg: TrainConfig, items, device):
     refs = [torch.from_numpy(np.asarray(r, np.float32)) for r, _, _ in items]
     srcs = [torch.from_numpy(np.asarray(s, np.float32)) for _, s, _ in items]
     trs = [torch.from_numpy(np.asarray(t, np.float32)) for _, _, t in items]
-    return collate_pairs(
-        refs,
-        srcs,
-        voxel_size=m.voxel_size,
-        num_stages=m.num_stages,
-        search_radius=m.search_radius,
-        neighbor_limits=m.neighbor_limits,
-        input_features=m.input_features,
-        fpfh_radii=m.fpfh_radii,
-        transforms=trs,
-    ).to(device)
+    return collate_pairs(srcs, refs, m, transforms=trs).to(device)
 
 
 def _pair_generator(
@@ -227,7 +218,7 @@ def _init_weights(model: torch.nn.Module, path: Path) -> None:
 
     Kernel points stay as the model built them: they define what a kernel weight means (a
     cylindrical kernel started from a full-frame run keeps its own disposition)."""
-    state = load_checkpoint(path, kind=None)["model"]
+    state = upgrade_state_dict(dict(load_checkpoint(path, kind=None)["model"]))
     own = model.state_dict()
     taken = {
         k: v.to(own[k].dtype)
@@ -263,7 +254,7 @@ def _train(cfg: TrainConfig, info: DistInfo) -> dict[str, Any]:
     train_set, val_set = _datasets(cfg, info)
 
     torch.manual_seed(t.seed)
-    model = GeoTransformer(cfg.model).to(device)
+    model = build_geotransformer(cfg.model).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=cfg.optim.lr, weight_decay=cfg.optim.weight_decay)
     step, epoch, batch_in_epoch, best_rr = 0, 0, 0, -1.0
     if ckpt is not None:
@@ -309,6 +300,7 @@ def _train(cfg: TrainConfig, info: DistInfo) -> dict[str, Any]:
             torch_rng=states,
             config=to_dict(cfg),
             model_config=dataclasses.asdict(cfg.model),
+            inference=dataclasses.asdict(cfg.inference),
             **extra,
         )
 

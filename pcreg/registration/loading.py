@@ -114,7 +114,9 @@ def load_network(
         search = SearchConfig(**inference)
         network = Registrar.from_state(config, ckpt["model"], device, neighbor_backend)
     except (TypeError, ValueError, RuntimeError) as err:
-        raise CorruptFileError(path, f"cannot build its model ({str(err).splitlines()[0]})") from None
+        raise CorruptFileError(
+            path, f"cannot build its model ({str(err).splitlines()[0]})"
+        ) from None
     text = os.fspath(model)
     setting = text if text in SHIPPED_MODELS else ckpt.get("setting")
     return LoadedNetwork(network, search, text, setting)
@@ -146,7 +148,11 @@ def export_weights(
     fields = {f.name for f in dataclasses.fields(GeoTransformerConfig)} | _SEARCH_FIELDS
     config = {k: v for k, v in config.items() if k in fields}
     # provenance of a training checkpoint travels with the weights (the model card cites it)
-    kept = {k: ckpt[k] for k in ("step", "epoch", "best_rr") if k in ckpt and k not in extra}
+    kept = {
+        k: ckpt[k]
+        for k in ("step", "epoch", "best_rr", "inference", "setting")
+        if k in ckpt and k not in extra
+    }
     return save_checkpoint(
         out, "geotransformer", state, overwrite=overwrite, config=config, **kept, **extra
     )

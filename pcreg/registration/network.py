@@ -96,7 +96,11 @@ class Registrar:
         if isinstance(config, dict):
             fields = {f.name for f in dataclasses.fields(GeoTransformerConfig)}
             config = GeoTransformerConfig(
-                **{k: tuple(v) if isinstance(v, list) else v for k, v in config.items() if k in fields}
+                **{
+                    k: tuple(v) if isinstance(v, list) else v
+                    for k, v in config.items()
+                    if k in fields
+                }
             )
         model = build_geotransformer(config)
         model.load_state_dict({k: v.float() for k, v in state.items()})

@@ -135,7 +135,9 @@ class Registration:
         networks: NetworkLoader | None = None,
     ) -> None:
         if method not in METHODS:
-            raise InputError("method", f"unknown method {method!r}; use one of {', '.join(METHODS)}")
+            raise InputError(
+                "method", f"unknown method {method!r}; use one of {', '.join(METHODS)}"
+            )
         if voxel_size is not None and not (np.isfinite(voxel_size) and voxel_size > 0):
             raise InputError("voxel_size", f"must be a positive number of metres, got {voxel_size}")
         from pcreg.registration.search import SearchConfig
@@ -155,7 +157,9 @@ class Registration:
 
     # -- step 1: validation and the setting -------------------------------------------------
 
-    def plan(self, src: np.ndarray, ref: np.ndarray, names: tuple[str, str] = ("src", "ref")) -> _Plan:
+    def plan(
+        self, src: np.ndarray, ref: np.ndarray, names: tuple[str, str] = ("src", "ref")
+    ) -> _Plan:
         """Choose the setting and network for a pair and check that it can be registered.
 
         Raises:
@@ -169,7 +173,9 @@ class Registration:
         if self.method == "geotransformer":
             loaded = self.networks(model, self.device)
             name = loaded.setting or (
-                "outdoor" if loaded.network.config.voxel_size >= _OUTDOOR_NETWORK_VOXEL else "indoor"
+                "outdoor"
+                if loaded.network.config.voxel_size >= _OUTDOOR_NETWORK_VOXEL
+                else "indoor"
             )
             check_voxel = loaded.network.config.voxel_size
         elif model in SETTINGS:
@@ -275,7 +281,12 @@ class Registration:
         )
 
     def _finish(
-        self, result: RegistrationResult, plan: _Plan, src: np.ndarray, ref: np.ndarray, start: float
+        self,
+        result: RegistrationResult,
+        plan: _Plan,
+        src: np.ndarray,
+        ref: np.ndarray,
+        start: float,
     ) -> RegistrationResult:
         """ICP when asked, then the arrays' dtypes and shapes and the total time."""
         if self.icp:

@@ -40,8 +40,8 @@ from pcreg.registration.network import Prediction, Registrar
 
 __all__ = [
     "ORIENTATION_SEARCHES",
-    "HypothesisSource",
     "Hypotheses",
+    "HypothesisSource",
     "IdentityHypotheses",
     "ManhattanHypotheses",
     "OrientationSearch",
@@ -50,6 +50,7 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
 
 @dataclass
 class Hypotheses:
@@ -200,7 +201,5 @@ class OrientationSearch:
             tried = 1
         best.tried = tried
         best.prediction.time_s = time.perf_counter() - start
-        logger.debug(
-            "orientation search: %d hypotheses run, %s chosen", tried, best.hypothesis
-        )
+        logger.debug("orientation search: %d hypotheses run, %s chosen", tried, best.hypothesis)
         return best

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from pcreg.data.collate import collate_pairs
-from pcreg.models.geotransformer import GeoTransformerConfig
 from pcreg.geometry import random_rotation
+from pcreg.models.geotransformer import GeoTransformerConfig
 from pcreg.ops.features import INPUT_FEATURE_DIMS, fpfh_features, input_features
 
 

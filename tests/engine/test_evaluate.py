@@ -8,13 +8,13 @@ import math
 
 import numpy as np
 import pytest
-from pcreg.registration.loading import load_network
-from pcreg.registration.network import Prediction
 
 from pcreg.cli import main
 from pcreg.data.threedmatch import PairRecord, ThreeDMatchPairs
 from pcreg.engine.evaluate import evaluate_pairs, format_evaluation_markdown
 from pcreg.evaluation import run_evaluation
+from pcreg.registration.loading import load_network
+from pcreg.registration.network import Prediction
 
 
 def _rot_z(deg):

@@ -187,15 +187,15 @@ def test_init_from_copies_matching_tensors_and_keeps_the_kernel(tmp_path):
     weight whose name and shape agree, and keeps its own kernel points."""
     from pcreg.engine.checkpoint import save_checkpoint
     from pcreg.engine.train import _init_weights
-    from pcreg.models.geotransformer import GeoTransformer, GeoTransformerConfig
+    from pcreg.models.geotransformer import GeoTransformerConfig, build_geotransformer
 
     small = dict(init_dim=8, group_norm=4, hidden_dim=16, coarse_dim=16, output_dim=16)
     torch.manual_seed(0)
-    source = GeoTransformer(GeoTransformerConfig(**small, rotation_invariant=True))
+    source = build_geotransformer(GeoTransformerConfig(**small, rotation_invariant=True))
     path = save_checkpoint(tmp_path / "src.pt", "geotransformer-train", source.state_dict())
     torch.manual_seed(1)
     wider = {**small, "output_dim": 24}
-    target = GeoTransformer(
+    target = build_geotransformer(
         GeoTransformerConfig(**wider, rotation_invariant=True, invariant_kernel="cylindrical")
     )
     fresh = {k: v.clone() for k, v in target.state_dict().items()}

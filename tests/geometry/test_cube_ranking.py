@@ -58,8 +58,9 @@ def test_spectral_rotation_equals_gridding_each_rotated_source():
 
 
 def _canonical_scores(src, ref, gt):
-    """Ranking scores of a pair as the Manhattan hypothesis source computes them, and the index of the
-    cube rotation the ground truth ``ref = gt @ src`` leaves between the canonical clouds."""
+    """Ranking scores of a pair as the Manhattan hypothesis source computes them, and the
+    index of the cube rotation the ground truth ``ref = gt @ src`` leaves between the canonical
+    clouds."""
     f_ref = estimate_manhattan_frame(ref, voxel=0.05)
     f_src = estimate_manhattan_frame(src, voxel=0.05)
     scores = cube_hypothesis_scores(

@@ -9,14 +9,14 @@ import torch
 from scipy.spatial.transform import Rotation
 
 from pcreg.data.collate import PairBatch
-from pcreg.registration.loading import load_network
-from pcreg.registration.network import Prediction, Registrar
-from pcreg.registration.search import OrientationSearch, SearchConfig
 from pcreg.geometry.manhattan import (
     CUBE_ROTATIONS,
     canonicalize_pair,
     estimate_manhattan_frame,
 )
+from pcreg.registration.loading import load_network
+from pcreg.registration.network import Prediction, Registrar
+from pcreg.registration.search import OrientationSearch, SearchConfig
 
 
 def _angle_deg(r: np.ndarray) -> np.ndarray:

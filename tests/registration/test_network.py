@@ -40,7 +40,9 @@ def test_hypotheses_equal_running_the_rotated_source_alone(tiny_checkpoint, room
         # the same voxel grid, rotated: compare with the network on the rotated pyramid input
         plain = reg((src.astype(np.float64) @ rot.T), ref)
         assert hyp.src_corr_points.shape[1] == 3
-        np.testing.assert_allclose(hyp.transform[:3, :3] @ hyp.transform[:3, :3].T, np.eye(3), atol=1e-4)
+        np.testing.assert_allclose(
+            hyp.transform[:3, :3] @ hyp.transform[:3, :3].T, np.eye(3), atol=1e-4
+        )
         if np.allclose(rot, np.eye(3)):
             np.testing.assert_allclose(hyp.transform, plain.transform, atol=1e-4)
             np.testing.assert_allclose(hyp.corr_scores, plain.corr_scores, atol=1e-4)

@@ -24,7 +24,9 @@ class _Fixed:
         self.rotations = np.asarray(rotations)
 
     def propose(self, src, ref):
-        return Hypotheses(np.eye(3), np.eye(3), self.rotations, [f"r{i}" for i in range(len(self.rotations))])
+        return Hypotheses(
+            np.eye(3), np.eye(3), self.rotations, [f"r{i}" for i in range(len(self.rotations))]
+        )
 
 
 class _NotApplicable:
@@ -54,14 +56,23 @@ def test_the_right_hypothesis_wins_and_comes_back_in_the_input_frame(indoor, roo
     turned = (aligned @ turn.T).astype(np.float32)
     truth = np.eye(4)
     truth[:3, :3] = turn.T  # ref = aligned = turn^T turned
-    search = OrientationSearch(indoor.network, [_NotApplicable(), _Fixed([_yaw(0), _yaw(-120), _yaw(120)])])
+    search = OrientationSearch(
+        indoor.network, [_NotApplicable(), _Fixed([_yaw(0), _yaw(-120), _yaw(120)])]
+    )
     found = search(turned, ref)
     assert found.hypothesis == "r1" and found.tried == 3
-    r_err = np.degrees(np.arccos(np.clip((np.trace(found.prediction.transform[:3, :3].T @ truth[:3, :3]) - 1) / 2, -1, 1)))
+    r_err = np.degrees(
+        np.arccos(
+            np.clip((np.trace(found.prediction.transform[:3, :3].T @ truth[:3, :3]) - 1) / 2, -1, 1)
+        )
+    )
     assert r_err < 5.0
     assert np.linalg.norm(found.prediction.transform[:3, 3] - truth[:3, 3]) < 0.2
     # the support of the winner is the largest of the three
-    alone = [OrientationSearch(indoor.network, [_Fixed([r])])(turned, ref).support for r in (_yaw(0), _yaw(-120), _yaw(120))]
+    alone = [
+        OrientationSearch(indoor.network, [_Fixed([r])])(turned, ref).support
+        for r in (_yaw(0), _yaw(-120), _yaw(120))
+    ]
     assert found.support == pytest.approx(max(alone), rel=1e-6) and np.argmax(alone) == 1
 
 
@@ -77,8 +88,12 @@ def test_a_source_that_does_not_apply_leaves_the_pair_as_given(tiny_checkpoint, 
 
 def test_manhattan_keep_prunes_hypotheses(indoor, room_pair):
     src, ref, _ = room_pair
-    all24 = OrientationSearch.from_config(indoor.network, SearchConfig("manhattan", orientation_keep=0.0))
-    pruned = OrientationSearch.from_config(indoor.network, SearchConfig("manhattan", orientation_keep=0.7))
+    all24 = OrientationSearch.from_config(
+        indoor.network, SearchConfig("manhattan", orientation_keep=0.0)
+    )
+    pruned = OrientationSearch.from_config(
+        indoor.network, SearchConfig("manhattan", orientation_keep=0.7)
+    )
     assert all24(src, ref).tried == 24
     assert 1 <= pruned(src, ref).tried < 24
 
@@ -110,7 +125,9 @@ def test_changing_a_search_setting_reuses_the_loaded_weights(room_pair, monkeypa
         a = api.register(src, ref, "indoor", orientation_keep=0.0)
         b = api.register(src, ref, "indoor", orientation_keep=0.7)
         assert calls == ["indoor"]
-        assert api.pipeline("indoor", orientation_keep=0.0).loaded() is api.pipeline("indoor").loaded()
+        assert (
+            api.pipeline("indoor", orientation_keep=0.0).loaded() is api.pipeline("indoor").loaded()
+        )
         assert a.hypothesis and b.hypothesis  # both searched (a over all 24 hypotheses)
     finally:
         api._cached_network.cache_clear()

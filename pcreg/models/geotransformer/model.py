@@ -15,12 +15,12 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from pcreg.ops.features import INPUT_FEATURE_DIMS
 from pcreg.models.backbones.kpconv.fpn import KPConvFPN
 from pcreg.models.geotransformer.config import GeoTransformerConfig
 from pcreg.models.geotransformer.lgr import LocalToGlobalEstimator
 from pcreg.models.geotransformer.matcher import Matcher, PatchPairs
 from pcreg.models.geotransformer.transformer import GeometricTransformer
+from pcreg.ops.features import INPUT_FEATURE_DIMS
 from pcreg.ops.packing import lengths_to_offsets, packed_to_padded
 from pcreg.ops.partition import Patches, partition_pair_batch
 from pcreg.ops.pyramid import Pyramid, pyramid_items
@@ -31,6 +31,7 @@ __all__ = [
     "ReferenceEncoding",
     "RegistrationOutput",
     "build_geotransformer",
+    "upgrade_state_dict",
 ]
 
 
@@ -127,7 +128,9 @@ class GeoTransformer(nn.Module):
         self.estimator = estimator
         self.register_load_state_dict_pre_hook(_rename_legacy_keys)
 
-    def encode_reference(self, pyramid: Pyramid, feats: Tensor, batch_size: int) -> ReferenceEncoding:
+    def encode_reference(
+        self, pyramid: Pyramid, feats: Tensor, batch_size: int
+    ) -> ReferenceEncoding:
         """The :class:`ReferenceEncoding` of a collated batch (pyramid over ``2 * batch_size``
         clouds, references first)."""
         b = batch_size
@@ -221,7 +224,9 @@ class GeoTransformer(nn.Module):
     ) -> tuple[Tensor, Tensor]:
         """Superpoint features after the geometric transformer, L2-normalised: ``(B, M, C)``
         sources and ``(B, N, C)`` references."""
-        embeddings = None if reference is None else (reference.src_embedding, reference.ref_embedding)
+        embeddings = (
+            None if reference is None else (reference.src_embedding, reference.ref_embedding)
+        )
         src_c, ref_c = self.transformer(
             sp.points[b:], sp.points[:b], sp.feats[b:], sp.feats[:b], sp.valid[b:], sp.valid[:b],
             embeddings,
@@ -239,15 +244,15 @@ class GeoTransformer(nn.Module):
     ) -> tuple[list[Patches], list[Patches], list[tuple[Tensor, Tensor, Tensor]]]:
         """Each cloud's patches and each pair's superpoint correspondences ``(src_idx,
         ref_idx, score)``: predicted, or ``given`` (scores 1)."""
-        src_patches, ref_patches = partition_pair_batch(
-            pyramid, b, self.config.num_points_in_patch
-        )
+        src_patches, ref_patches = partition_pair_batch(pyramid, b, self.config.num_points_in_patch)
         node_corr = []
         for i in range(b):
             sp_i, rp_i = src_patches[i], ref_patches[i]
             if given is not None:
                 si, ri = given[i]
-                node_corr.append((si, ri, torch.ones(ri.shape[0], dtype=ref_c.dtype, device=ref_c.device)))
+                node_corr.append(
+                    (si, ri, torch.ones(ri.shape[0], dtype=ref_c.dtype, device=ref_c.device))
+                )
                 continue
             n_src, n_ref = sp_i.nodes.shape[0], rp_i.nodes.shape[0]
             node_corr.append(
@@ -267,7 +272,13 @@ class GeoTransformer(nn.Module):
         ``inliers (C_i,)``."""
         corr = self.matcher.correspondences(log_assign, patches)
         pair = patches.batch[corr.patch]
-        out: dict[str, list[Tensor]] = {"transform": [], "src": [], "ref": [], "scores": [], "inliers": []}
+        out: dict[str, list[Tensor]] = {
+            "transform": [],
+            "src": [],
+            "ref": [],
+            "scores": [],
+            "inliers": [],
+        }
         for i in range(b):
             sel = pair == i
             src, ref, w = corr.src_points[sel], corr.ref_points[sel], corr.scores[sel]
@@ -277,11 +288,17 @@ class GeoTransformer(nn.Module):
         return {**out, "transform": torch.stack(out["transform"])}
 
 
+def upgrade_state_dict(state: dict[str, Tensor], prefix: str = "") -> dict[str, Tensor]:
+    """``state`` with the names of checkpoints written before the matcher was its own part:
+    the optimal transport's parameter moved from ``optimal_transport.*`` to
+    ``matcher.optimal_transport.*``. Renames in place and returns ``state``."""
+    for key in [k for k in state if k.startswith(prefix + "optimal_transport.")]:
+        state[prefix + "matcher." + key[len(prefix) :]] = state.pop(key)
+    return state
+
+
 def _rename_legacy_keys(module, state_dict, prefix, *_args) -> None:
-    """Checkpoints written before the matcher was its own part keep the optimal transport's
-    parameter at ``optimal_transport.*``; it now lives at ``matcher.optimal_transport.*``."""
-    for key in [k for k in state_dict if k.startswith(prefix + "optimal_transport.")]:
-        state_dict[prefix + "matcher." + key[len(prefix) :]] = state_dict.pop(key)
+    upgrade_state_dict(state_dict, prefix)
 
 
 def build_geotransformer(config: GeoTransformerConfig | None = None) -> GeoTransformer:
