@@ -129,17 +129,8 @@ def register(
         os.fspath(ref) if isinstance(ref, (str, os.PathLike)) else "ref",
     )
     src_pts, ref_pts = as_points(src, names[0]), as_points(ref, names[1])
-    result = register_points(
-        src_pts,
-        ref_pts,
-        model,
-        method=method,
-        icp=icp,
-        voxel_size=voxel_size,
-        device=device,
-        names=names,
-        orientation_keep=orientation_keep,
-    )
+    options = {"method": method, "icp": icp, "voxel_size": voxel_size, "device": device}
+    result = pipeline(model, **options, orientation_keep=orientation_keep)(src_pts, ref_pts, names)
     result.timings["load"] = time.perf_counter() - start - result.timings["total"]
     result.timings["total"] = time.perf_counter() - start
     return result

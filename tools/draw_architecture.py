@@ -1,4 +1,4 @@
-"""Draw docs/architecture.png: the data flow of pcreg's registration network (DESIGN §1)."""
+"""Draw docs/architecture.png: the registration pipeline and its network (docs/architecture.md)."""
 
 from __future__ import annotations
 
@@ -12,89 +12,27 @@ import matplotlib.pyplot as plt
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 
 BOXES = [
-    # (x, y, w, h, title, detail, colour)
-    (
-        0.2,
-        4.6,
-        2.6,
-        1.1,
-        "source + reference",
-        "(N,3) / (M,3) metres\npacked batch, lengths (B,)",
-        "#e8e8e8",
-    ),
-    (
-        3.4,
-        4.6,
-        2.9,
-        1.1,
-        "neighbor pyramid",
-        "grid subsampling x2 per stage\nradius search (Open3D / KeOps)",
-        "#e8e8e8",
-    ),
-    (
-        6.9,
-        4.6,
-        2.9,
-        1.1,
-        "KPConv FPN backbone",
-        "4 stages (3DMatch) / 5 (KITTI)\nshipped models: local frames (rotation inv.)",
-        "#cfe3f7",
-    ),
-    (
-        6.9,
-        2.8,
-        2.9,
-        1.2,
-        "geometric transformer",
-        "self (distance + angle embedding)\n/ cross attention x3 (pcreg.layers)",
-        "#cfe3f7",
-    ),
-    (
-        3.4,
-        2.8,
-        2.9,
-        1.2,
-        "superpoint matching",
-        "dual-normalised feature similarity\ntop-k superpoint pairs",
-        "#fde2c4",
-    ),
-    (
-        0.2,
-        2.8,
-        2.6,
-        1.2,
-        "optimal-transport\npoint matching",
-        "Sinkhorn with dustbin per patch\nmutual top-k correspondences",
-        "#fde2c4",
-    ),
-    (
-        0.2,
-        0.8,
-        2.6,
-        1.2,
-        "local-to-global\nregistration",
-        "weighted Procrustes per patch\nbest hypothesis + refinement",
-        "#d7f0d2",
-    ),
-    (
-        3.4,
-        0.8,
-        2.9,
-        1.2,
-        "T_ref_src (4x4)",
-        "+ correspondences, scores\noptional point-to-plane ICP",
-        "#d7f0d2",
-    ),
-    (
-        6.9,
-        0.8,
-        2.9,
-        1.2,
-        "outputs",
-        "T.txt, --json, alignment PNG,\nodometry poses, benchmarks",
-        "#e8e8e8",
-    ),
-]
+    # (x, y, w, h, title, detail, colour): pcreg.registration.Registration, (src, ref) throughout
+    (0.2, 4.6, 2.6, 1.1, "src, ref",
+     "paths, arrays, tensors, Open3D\n(N,3) / (M,3) metres (api.as_points)", "#e8e8e8"),
+    (3.4, 4.6, 2.9, 1.1, "1. plan",
+     "setting by extent or model, 10x scale\ncheck, points left at the voxel", "#e8e8e8"),
+    (6.9, 4.6, 2.9, 1.1, "2. orientation search",
+     "hypothesis sources: identity, Manhattan\n(24 cube rotations, FFT-ranked)", "#f3e1f7"),
+    (6.9, 2.8, 2.9, 1.2, "network per hypothesis",
+     "neighbor pyramid once; reference encoded\nonce; KPConv FPN + geometric transformer",
+     "#cfe3f7"),
+    (3.4, 2.8, 2.9, 1.2, "matcher",
+     "superpoint matching, optimal transport\n(Sinkhorn + dustbin), mutual top-k", "#fde2c4"),
+    (0.2, 2.8, 2.6, 1.2, "estimator",
+     "local-to-global registration:\nweighted Procrustes per patch", "#fde2c4"),
+    (0.2, 0.8, 2.6, 1.2, "best-supported\nhypothesis",
+     "confidence-weighted inliers\nwithin the acceptance radius", "#d7f0d2"),
+    (3.4, 0.8, 2.9, 1.2, "3. refine (optional)",
+     "point-to-plane ICP (Open3D)\nor FPFH + RANSAC instead of 2.", "#d7f0d2"),
+    (6.9, 0.8, 2.9, 1.2, "4. RegistrationResult",
+     "T_ref_src (4x4), correspondences,\nconfidence, hypothesis, timings", "#e8e8e8"),
+]  # fmt: skip
 ARROWS = [(0, 1), (1, 2), (2, 3), (3, 4), (4, 5), (5, 6), (6, 7), (7, 8)]
 
 
@@ -121,10 +59,11 @@ def main() -> None:
         else:  # down one row
             start, end = (xa + wa / 2, ya - 0.05), (xb + wb / 2, yb + hb + 0.05)
         ax.add_patch(FancyArrowPatch(start, end, arrowstyle="-|>", mutation_scale=14, lw=1.4))
-    ax.text(5.0, 6.05, "pcreg: GeoTransformer-style registration", ha="center", fontsize=13)
+    ax.text(5.0, 6.05, "pcreg.registration.Registration: one pipeline, (src, ref) throughout", ha="center", fontsize=13)
     ax.text(
         5.0, 0.25,
-        "coarse: superpoints (last backbone stage)    fine: points of stage 2 grouped into patches",
+        "purple: orientation search   blue / orange: GeoTransformer (models/geotransformer)   "
+        "green: estimate and refinement",
         ha="center", fontsize=8.5, color="#555555",
     )  # fmt: skip
     ax.set_xlim(0, 10)

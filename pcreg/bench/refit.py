@@ -5,9 +5,10 @@ The published poses are not exact. 3DMatch's come from the reconstruction of eac
 on the redkitchen pairs of ``../shared/data`` the pose that best fits the two scans lies 1.0-1.3
 deg and 4.7-10.7 cm from them (measured on a 2-core Intel Xeon, BENCHMARKS.md); there an
 estimate can beat another on RMSE and rotation yet lose on translation error to the published
-pose only because it is nearer the scans. KITTI's poses come from GPS/IMU, and the registration benchmarks built on
-KITTI (FCGF, Choy et al. ICCV 2019, then Predator, CoFiNet and GeoTransformer) refine every
-pair's relative pose with ICP before using it as ground truth for the same reason.
+pose only because it is nearer the scans. KITTI's poses come from GPS/IMU, and the
+registration benchmarks built on KITTI (FCGF, Choy et al. ICCV 2019, then Predator, CoFiNet
+and GeoTransformer) refine every pair's relative pose with ICP before using it as ground
+truth for the same reason.
 
 :func:`refit_ground_truth` does that refinement: point-to-plane ICP from the published pose,
 first at a coarse voxel, then at a fine one, with correspondences within 2 voxels and run to
