@@ -59,7 +59,13 @@ def main() -> None:
         else:  # down one row
             start, end = (xa + wa / 2, ya - 0.05), (xb + wb / 2, yb + hb + 0.05)
         ax.add_patch(FancyArrowPatch(start, end, arrowstyle="-|>", mutation_scale=14, lw=1.4))
-    ax.text(5.0, 6.05, "pcreg.registration.Registration: one pipeline, (src, ref) throughout", ha="center", fontsize=13)
+    ax.text(
+        5.0,
+        6.05,
+        "pcreg.registration.Registration: one pipeline, (src, ref) throughout",
+        ha="center",
+        fontsize=13,
+    )
     ax.text(
         5.0, 0.25,
         "purple: orientation search   blue / orange: GeoTransformer (models/geotransformer)   "
