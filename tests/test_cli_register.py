@@ -17,6 +17,7 @@ pytestmark = pytest.mark.open3d
 JSON_KEYS = {
     "transform", "method", "model", "setting", "icp", "voxel_size_m", "num_correspondences",
     "time_s", "timings", "src", "ref", "rre_deg", "rte_m", "rmse_m", "inlier_ratio",
+    "confidence", "hypothesis",
 }  # fmt: skip
 
 
@@ -51,6 +52,7 @@ def test_register_json_out_render_and_gt(tmp_path, capsys, pair_files):
     assert main(argv) == 0
     record = json.loads(capsys.readouterr().out)
     assert set(record) == JSON_KEYS
+    assert record["hypothesis"] == "" and 0.0 < record["confidence"] <= 1.0  # classical path
     assert record["rre_deg"] < 1.0 and record["rte_m"] < 0.03 and record["rmse_m"] < 0.2
     assert record["setting"] == "indoor" and record["icp"] is True
     saved = np.loadtxt(tmp_path / "T.txt")

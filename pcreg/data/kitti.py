@@ -187,10 +187,10 @@ class KittiPairs:
         r = self.records[i]
         ref = self.load_scan(r.seq, r.ref_frame, r.ref_path)
         src = self.load_scan(r.seq, r.src_frame, r.src_path)
-        t = self._refined(r, ref, src) if self.refine else r.transform
+        t = self._refined(r, src, ref) if self.refine else r.transform
         return ref, src, t, r
 
-    def _refined(self, r: KittiRecord, ref: np.ndarray, src: np.ndarray) -> np.ndarray:
+    def _refined(self, r: KittiRecord, src: np.ndarray, ref: np.ndarray) -> np.ndarray:
         from pcreg._fs import atomic_output
 
         cache = self.root / "icp_cache" / f"{r.seq:02d}_{r.ref_frame:06d}_{r.src_frame:06d}.npy"

@@ -74,13 +74,13 @@ def jitter(
 
 
 def scale_pair(
-    ref: np.ndarray, src: np.ndarray, transform: np.ndarray, scale: float
+    src: np.ndarray, ref: np.ndarray, transform: np.ndarray, scale: float
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Scale both clouds about their sensor origins; the rotation is unchanged, the
-    translation scales."""
+    """Scale both clouds about their sensor origins: ``(src', ref', T')``; the rotation is
+    unchanged, the translation scales."""
     t = transform.copy()
     t[:3, 3] *= scale
-    return (ref * scale).astype(ref.dtype), (src * scale).astype(src.dtype), t
+    return (src * scale).astype(src.dtype), (ref * scale).astype(ref.dtype), t
 
 
 def crop_by_plane(points: np.ndarray, keep: float, rng: np.random.Generator) -> np.ndarray:
@@ -110,22 +110,23 @@ class AugmentationConfig:
 
 
 def augment_pair(
-    ref: np.ndarray,
     src: np.ndarray,
+    ref: np.ndarray,
     transform: np.ndarray,
     cfg: AugmentationConfig,
     rng: np.random.Generator,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """One augmented copy of a pair; ``ref = T src`` holds for the result (up to the jitter)."""
+    """One augmented copy of a pair, ``(src', ref', T')``; ``ref' = T' src'`` holds (up to the
+    jitter)."""
     t = np.asarray(transform, np.float64)
     if cfg.canonicalize == "manhattan":
         from pcreg.geometry.manhattan import canonicalize_pair
 
-        ref, src, t = canonicalize_pair(ref, src, t, rng=rng)
+        src, ref, t = canonicalize_pair(src, ref, t, rng=rng)
     elif cfg.canonicalize is not None:
         raise ValueError(f"canonicalize must be None or 'manhattan', got {cfg.canonicalize!r}")
     if cfg.scale is not None:
-        ref, src, t = scale_pair(ref, src, t, rng.uniform(*cfg.scale))
+        src, ref, t = scale_pair(src, ref, t, rng.uniform(*cfg.scale))
     if cfg.rotation_deg > 0:
         r = random_rotation_matrix(rng, cfg.rotation_deg, cfg.rotation_axis, cfg.tilt_deg)
         src, t = rotate_source(src, t, r)
@@ -133,4 +134,4 @@ def augment_pair(
         src = crop_by_plane(src, cfg.crop, rng)
     if cfg.noise > 0:
         ref, src = jitter(ref, cfg.noise, rng), jitter(src, cfg.noise, rng)
-    return ref, src, t
+    return src, ref, t

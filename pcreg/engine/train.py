@@ -90,8 +90,8 @@ def _datasets(cfg: TrainConfig, info: DistInfo):
 
 def _collate(cfg: TrainConfig, items, device):
     m = cfg.model
-    refs = [torch.from_numpy(np.asarray(r, np.float32)) for r, _, _ in items]
-    srcs = [torch.from_numpy(np.asarray(s, np.float32)) for _, s, _ in items]
+    srcs = [torch.from_numpy(np.asarray(s, np.float32)) for s, _, _ in items]
+    refs = [torch.from_numpy(np.asarray(r, np.float32)) for _, r, _ in items]
     trs = [torch.from_numpy(np.asarray(t, np.float32)) for _, _, t in items]
     return collate_pairs(srcs, refs, m, transforms=trs).to(device)
 
@@ -132,10 +132,10 @@ def _validate(model, val_set, cfg: TrainConfig, info: DistInfo, device) -> dict[
     val_aug = dataclasses.replace(aug, noise=0.0, scale=None, crop=None)
     for i in range(info.rank, n, info.world_size):  # sharded over ranks
         ref, src, t = val_set[i][:3]
-        ref, src, t = augment_pair(
-            ref, src, t, val_aug, np.random.default_rng([cfg.train.seed, 7, i])
+        src, ref, t = augment_pair(
+            src, ref, t, val_aug, np.random.default_rng([cfg.train.seed, 7, i])
         )
-        batch = _collate(cfg, [(ref, src, t)], device)
+        batch = _collate(cfg, [(src, ref, t)], device)
         out = model(batch.pyramid, batch.feats, 1)
         targets, _ = build_targets(
             batch.pyramid,
@@ -321,7 +321,7 @@ def _train(cfg: TrainConfig, info: DistInfo) -> dict[str, Any]:
                 if lim is not None:  # GeoTransformer's training point limit
                     ref = ref[rng.permutation(len(ref))[:lim]] if len(ref) > lim else ref
                     src = src[rng.permutation(len(src))[:lim]] if len(src) > lim else src
-                items.append(augment_pair(ref, src, tr, cfg.data.augmentation, rng))
+                items.append(augment_pair(src, ref, tr, cfg.data.augmentation, rng))
                 gens.append(gen)
             batch = _collate(cfg, items, device)
             for g in opt.param_groups:

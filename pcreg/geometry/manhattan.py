@@ -151,8 +151,8 @@ def estimate_manhattan_frame(
 
 
 def canonicalize_pair(
-    ref: np.ndarray,
     src: np.ndarray,
+    ref: np.ndarray,
     transform: np.ndarray,
     voxel: float = 0.05,
     rng: np.random.Generator | None = None,
@@ -166,7 +166,7 @@ def canonicalize_pair(
     apart. With ``rng`` both are then turned by the same random cube rotation: inference sees
     all 24 axis-aligned orientations (the axes are ordered by support, which varies).
 
-    Returns ``(ref', src', T')`` with ``ref' = T' @ src'``; the dtypes of the inputs.
+    Returns ``(src', ref', T')`` with ``ref' = T' @ src'``; the dtypes of the inputs.
     """
     r_ref = estimate_manhattan_frame(ref, voxel=voxel).rotation
     r_src = estimate_manhattan_frame(src, voxel=voxel).rotation
@@ -181,7 +181,7 @@ def canonicalize_pair(
     t[:3, :3] = r_ref @ transform[:3, :3] @ r_src.T
     t[:3, 3] = r_ref @ transform[:3, 3]
     return (
-        (ref @ r_ref.T).astype(ref.dtype),
         (src @ r_src.T).astype(src.dtype),
+        (ref @ r_ref.T).astype(ref.dtype),
         t,
     )

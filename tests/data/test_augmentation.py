@@ -20,7 +20,7 @@ def _pair(rng):
     t = np.eye(4)
     t[:3, :3], t[:3, 3] = r, [1.0, -2.0, 0.5]
     ref = (src @ r.T + t[:3, 3]).astype(np.float32)
-    return ref, src, t
+    return src, ref, t
 
 
 @pytest.mark.parametrize(
@@ -31,8 +31,8 @@ def _pair(rng):
     ],
 )
 def test_augmented_pairs_keep_the_ground_truth(rng, cfg):
-    ref, src, t = _pair(rng)
-    r2, s2, t2 = augment_pair(ref, src, t, cfg, np.random.default_rng(5))
+    src, ref, t = _pair(rng)
+    s2, r2, t2 = augment_pair(src, ref, t, cfg, np.random.default_rng(5))
     moved = s2 @ t2[:3, :3].T + t2[:3, 3]
     assert np.abs(moved - r2).max() < 1e-4
     assert np.abs(s2 - src).max() > 0.1  # it did move the source
@@ -53,7 +53,7 @@ def test_rotations_are_proper_and_axis_restricted(rng):
 
 
 def test_rotate_source_about_centroid(rng):
-    _ref, src, t = _pair(rng)
+    src, _ref, t = _pair(rng)
     r = random_rotation_matrix(rng)
     s2, _ = rotate_source(src, t, r)
     assert np.allclose(s2.mean(0), src.mean(0), atol=1e-5)
@@ -78,7 +78,7 @@ def test_manhattan_canonicalization_leaves_a_small_rotation_and_the_ground_truth
     src, ref, t = room_pair  # the source was moved by a large random motion
     assert np.degrees(np.arccos((np.trace(t[:3, :3]) - 1) / 2)) > 20.0
     cfg = AugmentationConfig(rotation_deg=10.0, noise=0.0, canonicalize="manhattan")
-    r2, s2, t2 = augment_pair(ref, src, t, cfg, np.random.default_rng(2))
+    s2, r2, t2 = augment_pair(src, ref, t, cfg, np.random.default_rng(2))
     angle = np.degrees(np.arccos(np.clip((np.trace(t2[:3, :3]) - 1) / 2, -1, 1)))
     assert angle < 10.0 + 3.0  # the augmentation's rotation plus the frames' residual
     # as many moved source points land on a reference point as under the original truth
@@ -92,4 +92,4 @@ def test_manhattan_canonicalization_leaves_a_small_rotation_and_the_ground_truth
     assert overlap(r2, s2, t2) == pytest.approx(before, abs=0.02)
     with pytest.raises(ValueError, match="canonicalize"):
         bad = AugmentationConfig(canonicalize="gravity")
-        augment_pair(ref, src, t, bad, np.random.default_rng(0))
+        augment_pair(src, ref, t, bad, np.random.default_rng(0))

@@ -63,7 +63,7 @@ def test_canonicalized_pair_is_a_small_rotation_apart_and_keeps_the_ground_truth
     gt_r = gt.copy()
     gt_r[:3, :3] = gt[:3, :3] @ rot.T
     assert _angle_deg(gt_r[:3, :3]) > 20.0
-    ref_c, src_c, t = canonicalize_pair(ref, src_r, gt_r, rng=np.random.default_rng(0))
+    src_c, ref_c, t = canonicalize_pair(src_r, ref, gt_r, rng=np.random.default_rng(0))
     assert ref_c.dtype == ref.dtype and src_c.dtype == np.float32
     assert _angle_deg(t[:3, :3]) < 3.0  # only the estimates' residual is left
     # ref' = T' src' for the moved points: compare with the original ground truth
