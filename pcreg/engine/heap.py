@@ -24,7 +24,7 @@ import os
 import sys
 import threading
 
-__all__ = ["ENV_VAR", "peak_rss_mib", "release_memory", "retain_freed_memory"]
+__all__ = ["ENV_VAR", "peak_rss_mib", "release_memory", "retain_freed_memory", "retaining"]
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +69,12 @@ def retain_freed_memory() -> bool:
         _active = ok
         logger.debug("freed memory kept in the heap: %s", ok)
         return ok
+
+
+def retaining() -> bool:
+    """Whether :func:`retain_freed_memory` is in effect in this process (worker processes
+    started from it make the same choice)."""
+    return _active
 
 
 def release_memory() -> None:

@@ -66,11 +66,13 @@ class WorkerPool:
             "voxel_size": pipeline.voxel_size,
             "search": pipeline.search_overrides,
         }
+        from pcreg.engine.heap import retaining
+
         self._executor = ProcessPoolExecutor(
             workers,
             mp_context=multiprocessing.get_context("spawn"),
             initializer=_start_worker,
-            initargs=(options, snapshot, threads),
+            initargs=(options, snapshot, threads, retaining()),
         )
         logger.debug("worker pool: %d processes x %d torch threads", workers, threads)
 
@@ -115,12 +117,15 @@ def largest_first(pairs: Sequence[tuple[np.ndarray, np.ndarray]]) -> list[int]:
     return sorted(range(len(pairs)), key=lambda i: -(len(pairs[i][0]) + len(pairs[i][1])))
 
 
-def _start_worker(options: dict, snapshot: tuple | None, threads: int) -> None:
+def _start_worker(options: dict, snapshot: tuple | None, threads: int, retain: bool) -> None:
+    from pcreg.engine.heap import retain_freed_memory
     from pcreg.registration.loading import LoadedNetwork, load_network
     from pcreg.registration.network import Registrar
     from pcreg.registration.pipeline import Registration
 
     global _WORKER
+    if retain:  # the parent's allocator choice (the command line makes it: pcreg/cli.py)
+        retain_freed_memory()
     torch.set_num_threads(threads)
     cache: dict[str, LoadedNetwork] = {}
     if snapshot is not None:
