@@ -126,7 +126,7 @@ def synthetic_cases(
     for name, idx in sorted(bins.items()):
         chosen = rng.permutation(idx)[:limit]
         for i in sorted(chosen.tolist()):
-            ref, src, gt, _ = pairs[i]
+            src, ref, gt, _ = pairs[i]
             cases.append(_moved(name, setting, src, ref, gt, g))
     return cases
 

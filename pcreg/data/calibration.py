@@ -26,14 +26,14 @@ def calibrate_dataset(
     seed: int = 0,
 ) -> list[int]:
     """Per-stage limits from up to ``num_samples`` random pairs of ``dataset`` (items
-    ``(ref, src, T, ...)``); both clouds of a pair are voxelised at ``voxel_size`` first, as
+    ``(src, ref, T, ...)``); both clouds of a pair are voxelised at ``voxel_size`` first, as
     :func:`pcreg.data.collate.collate_pairs` does."""
     rng = np.random.default_rng(seed)
     picks = rng.choice(len(dataset), min(num_samples, len(dataset)), replace=False)
 
     def samples():
         for i in picks:
-            ref, src = dataset[int(i)][:2]
+            src, ref = dataset[int(i)][:2]
             for cloud in (ref, src):
                 pts = torch.from_numpy(np.asarray(cloud, np.float32))
                 down, _ = grid_subsample(pts, torch.tensor([len(pts)]), voxel_size)

@@ -122,7 +122,7 @@ def read_kitti_metadata(path: str | os.PathLike[str]) -> list[KittiRecord]:
 
 
 class KittiPairs:
-    """Pairs of a KITTI split: ``pairs[i]`` -> ``(ref (N,3), src (M,3), T (4,4), record)``.
+    """Pairs of a KITTI split: ``pairs[i]`` -> ``(src (M,3), ref (N,3), T (4,4), record)``.
 
     With ``<root>/metadata/<split>.pkl|json`` present the listed pairs are used as published;
     otherwise pairs are selected from the sequences' poses (``select_pairs``) and, with
@@ -188,7 +188,7 @@ class KittiPairs:
         ref = self.load_scan(r.seq, r.ref_frame, r.ref_path)
         src = self.load_scan(r.seq, r.src_frame, r.src_path)
         t = self._refined(r, src, ref) if self.refine else r.transform
-        return ref, src, t, r
+        return src, ref, t, r
 
     def _refined(self, r: KittiRecord, src: np.ndarray, ref: np.ndarray) -> np.ndarray:
         from pcreg._fs import atomic_output

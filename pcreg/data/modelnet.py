@@ -48,7 +48,7 @@ def _euler_rotation(angles: np.ndarray) -> np.ndarray:
 
 
 class ModelNetPairs:
-    """``pairs[i]`` -> ``(ref (~717, 3), src (~717, 3), T (4, 4), record)``."""
+    """``pairs[i]`` -> ``(src (~717, 3), ref (~717, 3), T (4, 4), record)``."""
 
     def __init__(
         self,
@@ -114,9 +114,6 @@ class ModelNetPairs:
 
         label = int(self.labels[k])
         name = self.names[label] if label < len(self.names) else str(label)
-        return (
-            jitter(ref).astype(np.float32),
-            jitter(src).astype(np.float32),
-            np.linalg.inv(motion),
-            ModelNetRecord(k, label, name),
-        )
+        ref = jitter(ref).astype(np.float32)  # the reference's noise is drawn first
+        src = jitter(src).astype(np.float32)
+        return src, ref, np.linalg.inv(motion), ModelNetRecord(k, label, name)

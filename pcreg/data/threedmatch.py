@@ -125,7 +125,7 @@ def load_fragment(path: str | os.PathLike[str]) -> np.ndarray:
 
 
 class ThreeDMatchPairs:
-    """Pairs of a 3DMatch-layout dataset. ``pairs[i]`` -> ``(ref (N,3), src (M,3), T (4,4),
+    """Pairs of a 3DMatch-layout dataset. ``pairs[i]`` -> ``(src (M,3), ref (N,3), T (4,4),
     record)``; ``benchmark`` is a metadata stem (``3DMatch``, ``3DLoMatch``, ``train``,
     ``val``) or a path to a metadata file."""
 
@@ -153,7 +153,7 @@ class ThreeDMatchPairs:
         r = self.records[i]
         ref = load_fragment(self.root / "data" / r.ref_path)
         src = load_fragment(self.root / "data" / r.src_path)
-        return ref, src, r.transform, r
+        return src, ref, r.transform, r
 
 
 @dataclass(frozen=True)

@@ -66,7 +66,7 @@ def evaluate_pairs(
     predict_many: Callable[[list[tuple[np.ndarray, np.ndarray]]], list] | None = None,
     chunk: int = 8,
 ) -> dict:
-    """Score ``predict(src, ref)`` on ``dataset`` items ``(ref, src, T, record)``: anything
+    """Score ``predict(src, ref)`` on ``dataset`` items ``(src, ref, T, record)``: anything
     with ``transform``, ``src_corr_points``, ``ref_corr_points`` and ``time_s`` (a
     :class:`~pcreg.registration.RegistrationResult`).
 
@@ -94,9 +94,9 @@ def evaluate_pairs(
         for at in range(0, len(mine), size):
             items = [dataset[idx] for idx in mine[at : at + size]]
             if predict_many is not None:
-                preds = predict_many([(src, ref) for ref, src, _, _ in items])
+                preds = predict_many([(src, ref) for src, ref, _, _ in items])
             else:
-                preds = [predict(src, ref) for ref, src, _, _ in items]
+                preds = [predict(src, ref) for src, ref, _, _ in items]
             if len(preds) != len(items):
                 raise RuntimeError(f"{len(preds)} predictions for {len(items)} pairs")
             rows += [
@@ -114,8 +114,8 @@ def evaluate_pairs(
 
 
 def _score(item: tuple, pred, protocol: str, info: dict, radius: float) -> dict:
-    """One row of the table: ``item`` ``(ref, src, T_ref_src, record)`` and its prediction."""
-    _, src, gt, rec = item
+    """One row of the table: ``item`` ``(src, ref, T_ref_src, record)`` and its prediction."""
+    src, _, gt, rec = item
     gt_t = torch.from_numpy(np.asarray(gt, np.float64))
     est = torch.from_numpy(np.asarray(pred.transform, np.float64))
     moved = pred.src_corr_points @ gt[:3, :3].T + gt[:3, 3]

@@ -131,7 +131,7 @@ def _validate(model, val_set, cfg: TrainConfig, info: DistInfo, device) -> dict[
     # training augmentation, no noise), fixed per pair: an identity guess must not score
     val_aug = dataclasses.replace(aug, noise=0.0, scale=None, crop=None)
     for i in range(info.rank, n, info.world_size):  # sharded over ranks
-        ref, src, t = val_set[i][:3]
+        src, ref, t = val_set[i][:3]
         src, ref, t = augment_pair(
             src, ref, t, val_aug, np.random.default_rng([cfg.train.seed, 7, i])
         )
@@ -316,7 +316,7 @@ def _train(cfg: TrainConfig, info: DistInfo) -> dict[str, Any]:
             items, gens = [], []
             for idx in mine.tolist():
                 rng, gen = _pair_generator(t.seed, epoch, idx)
-                ref, src, tr = train_set[idx][:3]
+                src, ref, tr = train_set[idx][:3]
                 lim = cfg.data.point_limit
                 if lim is not None:  # GeoTransformer's training point limit
                     ref = ref[rng.permutation(len(ref))[:lim]] if len(ref) > lim else ref

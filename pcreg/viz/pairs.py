@@ -23,7 +23,7 @@ def save_pair_grid_png(
     max_points: int = 60000,
     seed: int = 0,
 ) -> Path:
-    """One row per pair ``(title, ref (N, 3), src (M, 3), T_ref_src (4, 4))``: the reference
+    """One row per pair ``(title, src (M, 3), ref (N, 3), T_ref_src (4, 4))``: the reference
     (blue), the source (orange), both after moving the source by ``T_ref_src``."""
     import matplotlib
 
@@ -37,7 +37,7 @@ def save_pair_grid_png(
         return p[rng.choice(len(p), max_points, replace=False)] if len(p) > max_points else p
 
     fig, axes = plt.subplots(len(pairs), 3, figsize=(13, 3.6 * len(pairs)), squeeze=False)
-    for row, (title, ref, src, t) in zip(axes, pairs, strict=True):
+    for row, (title, src, ref, t) in zip(axes, pairs, strict=True):
         ref, src = thin(ref), thin(src)
         moved = src @ t[:3, :3].T + t[:3, 3]
         images = [

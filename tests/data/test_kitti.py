@@ -54,7 +54,7 @@ def test_pairs_from_poses_match_published_transforms_and_align(tmp_path):
     ds = KittiPairs(root, "train", sequences=(0, 4), refine=False, min_distance=5.0)
     assert len(ds) == 2
     for i in range(len(ds)):
-        ref, src, t, r = ds[i]
+        src, ref, t, r = ds[i]
         key = (f"{r.seq:02d}", r.ref_frame, r.src_frame)
         assert np.allclose(t, published[key], atol=1e-6)
         rmse, frac = _rmse_on_overlap(src, ref, t)

@@ -29,7 +29,7 @@ def root(tmp_path, rng):
 def test_pairs_follow_the_protocol(root):
     ds = ModelNetPairs(root, "test")
     assert len(ds) == 6
-    ref, src, t, rec = ds[1]
+    src, ref, t, rec = ds[1]
     assert rec.category == "bathtub"
     assert abs(len(ref) - 717) <= 2 and abs(len(src) - 717) <= 2
     assert np.linalg.norm(t[:3, 3]) < 0.5 * np.sqrt(3) * 2  # translation bound (+ rotation of it)
@@ -38,7 +38,7 @@ def test_pairs_follow_the_protocol(root):
     moved = src @ t[:3, :3].T + t[:3, 3]
     d, _ = cKDTree(ref).query(moved)
     assert np.mean(d < 0.05) > 0.3  # partial overlap, aligned by the ground truth
-    _ref2, src2, t2, _ = ds[1]
+    src2, _ref2, t2, _ = ds[1]
     assert np.array_equal(src, src2) and np.array_equal(t, t2)  # deterministic
     assert len(ModelNetPairs(root, "test", categories=["bed"])) == 2
 

@@ -69,12 +69,12 @@ def test_mixed_root_lists_real_pairs_both_ways_with_their_scans(tmp_path):
     assert len(reals) == 6
     directions = set()
     for i in reals:
-        r_pts, s_pts, tr, rec = train[i]
+        s_pts, r_pts, tr, rec = train[i]
         # the ground truth maps this record's source onto its reference, point for point
         assert np.allclose(s_pts @ tr[:3, :3].T + tr[:3, 3], r_pts, atol=1e-4)
         directions.add((rec.ref_frame, rec.src_frame))
     assert directions == {(3, 0), (0, 3)}
-    assert np.array_equal(train[reals[0]][0], ref)  # xyz kept, reflectance dropped
+    assert np.array_equal(train[reals[0]][1], ref)  # xyz kept, reflectance dropped
     assert len(KittiPairs(out, "val")) == 1
     assert (out / "downsampled" / "000000").is_symlink()
     with pytest.raises(OutputExistsError):

@@ -81,7 +81,7 @@ def test_writer_round_trips_through_the_loader(tmp_path):
     records = write_indoor_dataset(tmp_path / "indoor", "val", num_scenes=1, seed=11)
     ds = ThreeDMatchPairs(tmp_path / "indoor", "val")
     assert len(ds) == len(records) > 0
-    ref, src, t, rec = ds[0]
+    src, ref, t, rec = ds[0]
     assert ref.dtype == np.float32 and rec.scene == "room-000011"
     assert np.isclose(overlap_ratio(src, ref, t, 0.0375), rec.overlap)
     with pytest.raises(Exception, match="already exists"):
@@ -100,17 +100,17 @@ def test_dataset_report_reads_what_the_pictures_show(tmp_path):
     assert rep.samples_png == tmp_path / "indoor" / "val_samples.png"
     assert len(rep.samples) == 2 and rep.summary.startswith(f"{len(records)} pairs; overlap min")
     ds = ThreeDMatchPairs(tmp_path / "indoor", "val")
-    for title, ref, src, t in rep.samples:  # the rows match the loader's pairs
+    for title, src, ref, t in rep.samples:  # the rows match the loader's pairs
         scene, ids = title.split(",")[0].split(" ")
         k = next(
             i for i, r in enumerate(ds.records)
             if (r.scene, f"{r.ref_id}<-{r.src_id}") == (scene, ids)
         )  # fmt: skip
-        ref_k, src_k, t_k, _ = ds[k]
+        src_k, ref_k, t_k, _ = ds[k]
         assert np.array_equal(ref, ref_k) and np.array_equal(src, src_k)
         assert np.allclose(t, t_k)
     out = write_outdoor_dataset(tmp_path / "outdoor", "val", 1, seed=3, scans_per_street=2)
     rep = dataset_report(tmp_path / "outdoor", "outdoor", "val", out, 1, samples=5)
     assert len(rep.samples) == min(5, len(out))
-    title, ref, src, t = rep.samples[0]
+    title, src, ref, t = rep.samples[0]
     assert title.startswith("street-") and t.shape == (4, 4) and ref.shape[1] == 3

@@ -35,7 +35,7 @@ class _Pairs:
             t[:3, 3] = [k, 0, 0]
             ref = src @ t[:3, :3].T + t[:3, 3]
             rec = PairRecord("s", 0, k + 2, "", "", t, 0.5)
-            self.items.append((ref, src, t, rec))
+            self.items.append((src, ref, t, rec))
 
     def __len__(self):
         return len(self.items)
@@ -48,7 +48,7 @@ def test_oracle_scores_perfectly(rng):
     ds = _Pairs(rng)
 
     def oracle(src, ref):
-        t = next(t for r, s, t, _ in ds.items if s is src)
+        t = next(t for s, r, t, _ in ds.items if s is src)
         return Prediction(t, src[:50].astype(float), ref[:50].astype(float), np.ones(50), 0.1)
 
     res = evaluate_pairs(ds, oracle, progress=False)
@@ -64,7 +64,7 @@ def test_known_errors_give_known_scores(rng):
     errs[3][:3, 3] = [0.5, 0, 0]  # 50 cm: fails
 
     def predict(src, ref):
-        k = next(i for i, (r, s, t, _) in enumerate(ds.items) if s is src)
+        k = next(i for i, (s, r, t, _) in enumerate(ds.items) if s is src)
         t = ds.items[k][2] @ errs[k]
         # 20 correspondences, the first 4 wrong by 30 cm: IR = 0.8
         rc = ref[:20].astype(float).copy()
@@ -114,7 +114,7 @@ def test_batched_prediction_scores_like_pair_by_pair_in_order(rng):
     errs = [_rot_z(0.5), _rot_z(30), np.eye(4), _rot_z(2)]
 
     def predict(src, ref):
-        k = next(i for i, (r, s, t, _) in enumerate(ds.items) if s is src)
+        k = next(i for i, (s, r, t, _) in enumerate(ds.items) if s is src)
         return Prediction(ds.items[k][2] @ errs[k], src[:9].astype(float), ref[:9].astype(float),
                           np.ones(9), 0.1 * (k + 1))  # fmt: skip
 

@@ -27,7 +27,7 @@ class DatasetReport:
 
     title: str  # "indoor val: 15 pairs from 4 scenes"
     overlaps: list[float]  # one per pair
-    # (title, ref (N, 3), src (M, 3), T_ref_src (4, 4)): the rows of save_pair_grid_png
+    # (title, src (M, 3), ref (N, 3), T_ref_src (4, 4)): the rows of save_pair_grid_png
     samples: list[tuple[str, np.ndarray, np.ndarray, np.ndarray]]
     summary: str  # one line for the log
     overlap_png: Path  # <root>/<split>_overlap.png
@@ -73,8 +73,8 @@ def dataset_report(
         rows.append(
             (
                 f"{scene} {ref_id}<-{src_id}, overlap {r['overlap']:.2f}",
-                load_fragment(base / r["pcd0"]),
-                load_fragment(base / r["pcd1"]),
+                load_fragment(base / r["pcd1"]),  # the source
+                load_fragment(base / r["pcd0"]),  # the reference
                 _transform(r),
             )
         )
