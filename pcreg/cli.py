@@ -19,14 +19,14 @@ logger = logging.getLogger("pcreg")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from pcreg.commands import benchmark, demo, evaluate, odometry, register, train, view
+    from pcreg.commands import batch, benchmark, demo, evaluate, odometry, register, train, view
 
     parser = argparse.ArgumentParser(prog="pcreg", description="3-D point-cloud registration.")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging on stderr")
     sub = parser.add_subparsers(dest="command", required=True)
-    # the order of the help listing: benchmark, register, odometry, view, demo, vit, detr,
-    # train, evaluate, evaluate-log
-    for command in (benchmark, register, odometry, view, demo, train, evaluate):
+    # the order of the help listing: benchmark, register, batch, manifest, odometry, view,
+    # demo, vit, detr, train, evaluate, evaluate-log
+    for command in (benchmark, register, batch, odometry, view, demo, train, evaluate):
         command.add_parser(sub)
     return parser
 

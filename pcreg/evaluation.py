@@ -23,9 +23,9 @@ def run_evaluation(cfg: EvaluateConfig) -> dict | None:
     ``results.md`` (atomically) into ``cfg.out_dir``.
 
     Under ``torchrun`` the pairs are sharded over the ranks; ``workers > 1`` (CPU only) spreads
-    them over worker processes instead. Existing results are refused before any work unless
-    ``cfg.overwrite``. Returns :func:`~pcreg.engine.evaluate.evaluate_pairs`' result on the
-    main rank, ``None`` on the others.
+    them over a local Ray cluster of that many CPUs instead (:mod:`pcreg.batch.runner`).
+    Existing results are refused before any work unless ``cfg.overwrite``. Returns
+    :func:`~pcreg.engine.evaluate.evaluate_pairs`' result on the main rank, None on the others.
 
     Raises:
         ConfigError: a missing checkpoint or dataset root, an unknown layout, bad ``workers``.
@@ -45,18 +45,21 @@ def run_evaluation(cfg: EvaluateConfig) -> dict | None:
         raise ConfigError("workers", f"worker processes are for device=cpu, not {cfg.device}")
     from pcreg.engine.distributed import cleanup, setup
     from pcreg.registration.pipeline import Registration
-    from pcreg.registration.workers import WorkerPool
 
     info = setup(cfg.device)  # under torchrun the pairs are sharded over the ranks
     if cfg.workers > 1 and info.world_size > 1:
         cleanup(info)
         raise ConfigError("workers", "use either torchrun's processes or workers=N, not both")
-    pool = None
+    runner = None
     try:
         pipeline = Registration(str(cfg.checkpoint), device=cfg.device)
         pipeline.loaded()  # load (and check) the checkpoint before any pair is read
         if cfg.workers > 1:
-            pool = WorkerPool(pipeline, cfg.workers)
+            from pcreg.batch.runner import BatchOptions, RayRunner
+            from pcreg.engine.heap import retaining
+
+            options = BatchOptions(model=str(cfg.checkpoint), retain_heap=retaining())
+            runner = RayRunner(options, workers=cfg.workers)
         result = evaluate_pairs(
             dataset,
             pipeline,
@@ -65,12 +68,12 @@ def run_evaluation(cfg: EvaluateConfig) -> dict | None:
             limit=cfg.limit,
             rank=info.rank,
             world_size=info.world_size,
-            predict_many=pool.map if pool is not None else None,
+            predict_many=runner.map if runner is not None else None,
             chunk=16 * cfg.workers,
         )
     finally:
-        if pool is not None:
-            pool.close()
+        if runner is not None:
+            runner.close()
         cleanup(info)
     if not info.is_main:
         return None

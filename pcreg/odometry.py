@@ -16,7 +16,13 @@ from tqdm.auto import tqdm
 from pcreg._fs import atomic_output
 from pcreg.errors import InputError
 
-__all__ = ["OdometryResult", "run_odometry", "save_trajectory_png", "write_kitti_poses"]
+__all__ = [
+    "OdometryResult",
+    "run_odometry",
+    "save_trajectory_png",
+    "scan_list",
+    "write_kitti_poses",
+]
 
 
 @dataclass
@@ -30,6 +36,35 @@ class OdometryResult:
     model: str
 
 
+POINT_SUFFIXES = (".bin", ".ply", ".pcd", ".npy", ".npz", ".xyz", ".txt", ".csv", ".las", ".laz")
+
+
+def scan_list(items: Sequence[str | os.PathLike[str]]) -> list[Path]:
+    """Scans in time order from paths, a directory (its point files, sorted by name: KITTI's
+    ``000000.bin ...``) or glob patterns (each expanded and sorted).
+
+    Raises:
+        InputError: a directory or pattern that names no scan."""
+    import glob
+
+    out: list[Path] = []
+    for item in items:
+        text = os.fspath(item)
+        if Path(text).is_dir():
+            found = sorted(p for p in Path(text).iterdir() if p.suffix.lower() in POINT_SUFFIXES)
+            if not found:
+                raise InputError(text, "no point-cloud files in this directory")
+            out += found
+        elif any(c in text for c in "*?["):
+            found = sorted(Path(p) for p in glob.glob(text))
+            if not found:
+                raise InputError(text, "the pattern matches no file")
+            out += found
+        else:
+            out.append(Path(text))
+    return out
+
+
 def run_odometry(
     scans: Sequence[str | os.PathLike[str]],
     *,
@@ -39,31 +74,79 @@ def run_odometry(
     voxel_size: float | None = None,
     device: str = "cpu",
     progress: bool = True,
+    workers: int | None = None,
+    address: str | None = None,
 ) -> OdometryResult:
     """Register each scan onto its predecessor and chain the motions (see module docstring).
+
+    The consecutive pairs are independent, so they run in parallel on Ray
+    (:class:`~pcreg.batch.runner.RayRunner`: a local cluster of ``workers`` CPUs, default all
+    cores, or the cluster at ``address`` / ``RAY_ADDRESS``), and the motions are chained in
+    order afterwards. ``workers=1`` (or a single pair, without ``address``) registers them
+    one by one in this process instead, without starting Ray.
 
     Raises:
         InputError: fewer than two scans, or any scan that :func:`pcreg.api.register` rejects.
     """
+    if len(scans) < 2:
+        raise InputError("scans", f"odometry needs at least two scans, got {len(scans)}")
+    names = [os.fspath(s) for s in scans]
+    if address is None and (workers == 1 or len(names) == 2):
+        relative, times, used = _serial(names, model, method, icp, voxel_size, device, progress)
+    else:
+        if device != "cpu":
+            raise InputError("device", "parallel odometry runs on the CPU; use workers=1")
+        relative, times, used = _on_ray(
+            names, model, method, icp, voxel_size, workers, address, progress
+        )
+    poses = [np.eye(4)]
+    for t in relative:
+        poses.append(poses[-1] @ t)
+    return OdometryResult(np.stack(poses), np.stack(relative), np.asarray(times), used or "auto")
+
+
+def _serial(names, model, method, icp, voxel_size, device, progress):
     from pcreg.api import pipeline
     from pcreg.io import read_points
 
-    if len(scans) < 2:
-        raise InputError("scans", f"odometry needs at least two scans, got {len(scans)}")
     register = pipeline(model, method=method, icp=icp, voxel_size=voxel_size, device=device)
-    poses = [np.eye(4)]
-    relative, times = [], []
-    previous = read_points(scans[0])
-    used = model or "auto"
-    for k in tqdm(range(1, len(scans)), desc="odometry", unit="scan", disable=not progress):
-        current = read_points(scans[k])
-        result = register(current, previous, (os.fspath(scans[k]), os.fspath(scans[k - 1])))
+    relative, times, used = [], [], model
+    previous = read_points(names[0])
+    for k in tqdm(range(1, len(names)), desc="odometry", unit="scan", disable=not progress):
+        current = read_points(names[k])
+        result = register(current, previous, (names[k], names[k - 1]))
         used = result.model
         relative.append(result.transform)
         times.append(result.time_s)
-        poses.append(poses[-1] @ result.transform)
         previous = current
-    return OdometryResult(np.stack(poses), np.stack(relative), np.asarray(times), used)
+    return relative, times, used
+
+
+def _on_ray(names, model, method, icp, voxel_size, workers, address, progress):
+    import ray
+
+    from pcreg.batch.manifest import ManifestPair
+    from pcreg.batch.runner import BatchOptions, RayRunner
+    from pcreg.engine.heap import retaining
+
+    pairs = [ManifestPair(str(k), names[k], names[k - 1]) for k in range(1, len(names))]
+    options = BatchOptions(model, method, icp, voxel_size, retain_heap=retaining())
+    rows: dict[str, dict] = {}
+    with RayRunner(options, address=address, workers=workers) as runner:
+        pending = runner.submit(pairs)
+        with tqdm(total=len(pairs), desc="odometry", unit="pair", disable=not progress) as bar:
+            while pending:
+                ready, _ = ray.wait(list(pending), num_returns=1)
+                for ref in ready:
+                    pair = pending.pop(ref)
+                    rows[pair.id] = ray.get(ref)
+                    bar.update(1)
+    ordered = [rows[p.id] for p in pairs]
+    for pair, row in zip(pairs, ordered, strict=True):
+        if row["status"] != "ok":
+            raise InputError(f"{pair.src} / {pair.ref}", row["error"])
+    relative = [np.asarray(r["transform"], np.float64) for r in ordered]
+    return relative, [r["time_s"] for r in ordered], ordered[-1]["model"]
 
 
 def write_kitti_poses(

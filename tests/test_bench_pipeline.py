@@ -79,6 +79,7 @@ def test_table_ratios_success_and_stage_split():
                 "batch1_one_thread_pairs_per_s": 0.9,
                 "batch4_pairs_per_s": 0.95,
                 "batch4_workers_pairs_per_s": 1.6,
+                "ray1_pairs_per_s": 0.85,
                 "pool_start_s": 4.24,
                 "peak_mib_batch1": 900,
                 "peak_mib_batch4": 1800,
@@ -104,7 +105,7 @@ def test_table_ratios_success_and_stage_split():
     # read 0.1, preprocess 0.2, backbone 0.2, transformer 0.1, OT 0.05, rest 1.2-0.35
     assert split == "| A | `indoor.pt` | 0.100 | 0.200 | 0.200 | 0.100 | 0.050 | 0.850 | 1.500 |"
     assert (
-        "| indoor | `indoor.pt` | 1.00 (2 threads); 0.90 | 0.95 | 1.60 (2 x 1 thread) | "
+        "| indoor | `indoor.pt` | 1.00 (2 threads); 0.90 | 0.95 | 0.85 | 1.60 (2 x 1 thread) | "
         "0.95x; **1.60x** | 1.80x; 89% | 4.2 | 900; 1800; 700 |" in text
     )  # ceiling 2 workers x 0.90 / 1.00; scaling 1.60 / 1.80
     with pytest.raises(KeyError):
@@ -123,7 +124,7 @@ def test_throughput_worker_reports_every_rate(tiny_checkpoint, room_pair, tmp_pa
     pair = {"src": str(tmp_path / "src.ply"), "ref": str(tmp_path / "ref.ply")}
     threads = torch.get_num_threads()
     out = _throughput_worker([pair], str(tiny_checkpoint), 1)
-    for key in ("batch1", "batch1_one_thread", "batch4", "batch4_workers"):
+    for key in ("batch1", "batch1_one_thread", "batch4", "ray1", "batch4_workers"):
         assert out[f"{key}_pairs_per_s"] > 0, key
     assert torch.get_num_threads() == threads  # the one-thread run restored it
     assert out["cores"] == os.cpu_count() and out["workers"] == 2

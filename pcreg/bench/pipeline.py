@@ -14,7 +14,7 @@ median call is split into stages with forward hooks: read + checks, subsampling 
 backbone, transformer, optimal transport, matching + LGR.
 
 Throughput: the pairs of one setting, four at a time, registered one by one (batch 1), in
-one process (``Registration.batch``, batch 4) and over worker processes (``WorkerPool``, 2);
+one process (``Registration.batch``, batch 4) and on a local Ray cluster of 1 and 2 CPUs;
 pairs per second of the pipeline alone (the clouds are already in memory).
 """
 
@@ -253,14 +253,15 @@ def _interleaved(pair: RealPair, cases: list[tuple[str, str, bool]], runs: int) 
 def _throughput_worker(pairs: list[dict], model: str, runs: int, workers: int = 2) -> dict:
     """Pairs per second of the network on four pairs: one after another (with torch's threads
     and with one thread, which shows how much of the CPU a single registration uses), as one
-    batch in this process, and as one batch over ``workers`` worker processes
-    (:class:`~pcreg.registration.workers.WorkerPool`; the pool started before timing, its start
-    reported)."""
+    batch in this process, and over a local Ray cluster of 1 and of ``workers`` CPUs
+    (:class:`~pcreg.batch.runner.RayRunner`: one Ray task per pair, one torch thread each; the
+    cluster started before timing, its start reported)."""
     import torch
 
     from pcreg.api import pipeline
+    from pcreg.batch.runner import BatchOptions, RayRunner
+    from pcreg.engine.heap import peak_rss_mib, retaining
     from pcreg.io import read_points
-    from pcreg.registration.workers import WorkerPool
 
     register = pipeline(model)
     clouds = [(read_points(p["src"]), read_points(p["ref"])) for p in pairs]
@@ -285,14 +286,33 @@ def _throughput_worker(pairs: list[dict], model: str, runs: int, workers: int = 
         torch.set_num_threads(threads)
     out["batch4_pairs_per_s"] = rate(lambda: register.batch(four))
     out["peak_mib_batch4"] = _peak_mib()
-    start = time.perf_counter()
-    with WorkerPool(register, workers) as pool:
-        pool.map(four[:2])  # warms both workers up
-        out["pool_start_s"] = time.perf_counter() - start
-        out["batch4_workers_pairs_per_s"] = rate(lambda: pool.map(four))
-        out["peak_mib_worker"] = pool.peak_rss_mib()
+    options = BatchOptions(model=model, retain_heap=retaining())
+    for n in (1, workers):
+        start = time.perf_counter()
+        with RayRunner(options, workers=n) as runner:
+            runner.map(four[:n])  # warms every worker up
+            started = time.perf_counter() - start
+            rate_n = rate(lambda runner=runner: runner.map(four))
+            peaks = [m for m in map(peak_rss_mib, _ray_worker_pids()) if m is not None]
+        if n == 1:
+            out["ray1_pairs_per_s"] = rate_n
+        else:
+            out["batch4_workers_pairs_per_s"], out["pool_start_s"] = rate_n, started
+            out["peak_mib_worker"] = max(peaks) if peaks else None
     out.update(workers=workers, threads=threads, cores=os.cpu_count())
     return out
+
+
+def _ray_worker_pids() -> list[int]:
+    """Process ids of this machine's Ray worker processes (titled ``ray::...``)."""
+    pids = []
+    for entry in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if entry.read_bytes().startswith(b"ray::"):
+                pids.append(int(entry.parent.name))
+        except OSError:
+            continue
+    return pids
 
 
 def _subprocess(call: str) -> dict:
@@ -475,24 +495,25 @@ def _throughput_table(results: dict) -> list[str]:
         f"median of {results['runs']}). Batch 1: the pairs one after another, with torch's "
         "threads and with one thread (their ratio is how much a single registration gains "
         "from the other cores). Batch 4: `Registration.batch` in this process (one padded "
-        "forward pass; the indoor search runs pair by pair), and spread over worker "
-        "processes of one torch thread each (`pcreg.registration.workers.WorkerPool`; the "
-        "pool's start, excluded, is its own column). Ceiling: what the workers would give "
+        "forward pass; the indoor search runs pair by pair), and on a local Ray cluster of 1 "
+        "and of 2 CPUs, one task of one torch thread per pair (`pcreg.batch.runner.RayRunner`, "
+        "what `pcreg batch` runs; the cluster's start, excluded, is its own column). Ceiling: "
+        "what the workers would give "
         "with perfect scaling, min(workers, cores) x the one-thread rate, over batch 1; "
         "scaling: the workers' rate as a share of that perfect rate.",
         "",
         "| setting | model | batch 1 pairs/s (torch threads; 1 thread) | "
-        "batch 4, one process pairs/s | batch 4, worker processes pairs/s | "
-        "batch 4 / batch 1 (one process; workers) | ceiling; scaling | pool start s | "
+        "batch 4, one process pairs/s | Ray, 1 worker pairs/s | Ray, 2 workers pairs/s | "
+        "batch 4 / batch 1 (one process; 2 workers) | ceiling; scaling | Ray start s | "
         "peak RSS MiB (batch 1; batch 4; each worker) |",
-        "|---|---|---|---:|---:|---|---|---:|---|",
+        "|---|---|---|---:|---:|---:|---|---|---:|---|",
     ]
     for setting, t in results["throughput"].items():
         b1, one = t["batch1_pairs_per_s"], t["batch1_one_thread_pairs_per_s"]
         perfect = min(t["workers"], t.get("cores") or t["workers"]) * one
         lines.append(
             f"| {setting} | `{Path(t['model']).name}` | {b1:.2f} ({t['threads']} threads); "
-            f"{one:.2f} | {t['batch4_pairs_per_s']:.2f} | "
+            f"{one:.2f} | {t['batch4_pairs_per_s']:.2f} | {t['ray1_pairs_per_s']:.2f} | "
             f"{t['batch4_workers_pairs_per_s']:.2f} ({t['workers']} x 1 thread) | "
             f"{t['batch4_pairs_per_s'] / b1:.2f}x; "
             f"**{t['batch4_workers_pairs_per_s'] / b1:.2f}x** | {perfect / b1:.2f}x; "

@@ -20,15 +20,25 @@ def add_parser(sub) -> None:
         "odometry",
         help="register consecutive scans of a sequence and chain them into poses",
         description="Poses map each scan into the first scan's frame (KITTI poses format: 12 "
-        "numbers per line, 3x4 row-major).",
+        "numbers per line, 3x4 row-major), in the scanner's own frame (for KITTI: the Velodyne "
+        "frame, not the left camera's of KITTI's official poses/XX.txt: P_velo = inv(Tr) P_cam "
+        "Tr with Tr from calib.txt). Consecutive pairs run in parallel on Ray (all cores, or "
+        "--workers / --address); the motions are chained in order.",
     )
-    cmd.add_argument("scans", type=Path, nargs="+", help="scans in time order")
+    cmd.add_argument(
+        "scans", type=Path, nargs="+", help="scans in time order, a directory of scans or a glob"
+    )
     add_method_arguments(cmd, default_model="outdoor")
     cmd.add_argument("--out", type=Path, default=None, help="poses file (default: print them)")
     cmd.add_argument(
         "--render", type=Path, metavar="PNG", help="top-down trajectory over the merged map"
     )
     cmd.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    cmd.add_argument(
+        "--workers", type=int, default=None,
+        help="local Ray cluster CPUs (default: all cores); 1: one by one in this process",
+    )  # fmt: skip
+    cmd.add_argument("--address", default=None, help="an existing Ray cluster (or RAY_ADDRESS)")
     cmd.set_defaults(func=run)
 
 
@@ -36,11 +46,14 @@ def run(args: argparse.Namespace) -> int:
     import numpy as np
 
     from pcreg.io import read_points
-    from pcreg.odometry import run_odometry, save_trajectory_png, write_kitti_poses
+    from pcreg.odometry import run_odometry, save_trajectory_png, scan_list, write_kitti_poses
 
     check_outputs([args.out, args.render], args.force)
+    args.scans = scan_list(args.scans)
     result = run_odometry(
         args.scans,
+        workers=args.workers,
+        address=args.address,
         model=args.model,
         method=args.method,
         icp=args.icp,

@@ -175,10 +175,18 @@ class KittiPairs:
                 )
         raise MissingFileError(self.root / "poses" / f"{seq:02d}.txt", "poses file not found")
 
-    def load_scan(self, seq: int, frame: int, rel: str | None = None) -> np.ndarray:
+    def scan_path(self, seq: int, frame: int, rel: str | None = None) -> Path:
+        """The file of a scan: the metadata's (downsampled ``.npy``) when present, else the
+        sequence's Velodyne ``.bin``."""
         if rel is not None and (self.root / rel).is_file():
-            return np.load(self.root / rel).astype(np.float32)[:, :3]
-        return read_points(self._seq_dir(seq) / "velodyne" / f"{frame:06d}.bin")
+            return self.root / rel
+        return self._seq_dir(seq) / "velodyne" / f"{frame:06d}.bin"
+
+    def load_scan(self, seq: int, frame: int, rel: str | None = None) -> np.ndarray:
+        path = self.scan_path(seq, frame, rel)
+        if path.suffix == ".npy":
+            return np.load(path).astype(np.float32)[:, :3]
+        return read_points(path)
 
     def __len__(self) -> int:
         return len(self.records)

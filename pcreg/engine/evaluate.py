@@ -71,7 +71,7 @@ def evaluate_pairs(
     :class:`~pcreg.registration.RegistrationResult`).
 
     With ``predict_many`` (a list of ``(src, ref)`` pairs -> their predictions in order, such
-    as a :class:`~pcreg.registration.workers.WorkerPool`'s ``map``) the items are read and
+    as a :class:`~pcreg.batch.runner.RayRunner`'s ``map``) the items are read and
     predicted ``chunk`` at a time instead, and ``predict`` is not called. Under ``torchrun``
     pass the rank / world size: rank r scores pairs r, r + W, ... and the rows are gathered on
     every rank before the summary.

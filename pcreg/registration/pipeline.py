@@ -224,7 +224,7 @@ class Registration:
         """Register ``(src, ref)`` pairs in this process, results in input order. A network
         without orientation search runs all pairs in one padded forward pass (each
         ``timings["register"]`` is then the batch's). Over worker processes:
-        :class:`~pcreg.registration.workers.WorkerPool`."""
+        :class:`~pcreg.batch.runner.RayRunner` (a floor up)."""
         plans = [self.plan(s, r) for s, r in pairs]
         loaded = plans[0].loaded if plans else None
         if (

@@ -76,6 +76,14 @@ class RegistrationResult:
         return float(self.timings.get("total", sum(self.timings.values())))
 
     @property
+    def registered(self) -> bool:
+        """Whether the estimate rests on support: at least 3 correspondences (the fewest a
+        rigid transform needs) and a nonzero share of their confidence moved within the
+        acceptance radius. A first, uncalibrated criterion: an unsupported identity or a
+        correspondence-free result is never reported as registered."""
+        return self.num_correspondences >= 3 and self.confidence > 0.0
+
+    @property
     def inlier_radius(self) -> float:
         """The protocol's inlier radius of this result's setting (metres)."""
         return SETTINGS[self.setting].inlier_radius

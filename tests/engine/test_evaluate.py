@@ -143,9 +143,9 @@ def test_cli_evaluates_over_worker_processes(tmp_path, capsys, caplog, tiny_chec
     base = ["evaluate", f"checkpoint={tiny_checkpoint}", f"dataset.root={tmp_path / 'ds'}",
             "dataset.benchmark=val", "limit=3"]  # fmt: skip
     assert main([*base, f"out_dir={tmp_path / 'one'}"]) == 0
-    with caplog.at_level(logging.DEBUG, logger="pcreg.registration.workers"):
+    with caplog.at_level(logging.DEBUG, logger="pcreg.batch.runner"):
         assert main([*base, "workers=2", f"out_dir={tmp_path / 'two'}"]) == 0
-    assert "worker pool: 2 processes" in caplog.text  # the pairs really went to workers
+    assert "Ray: a local cluster with 2 CPUs" in caplog.text  # the pairs really went to Ray
     one, two = (json.loads((tmp_path / d / "results.json").read_text()) for d in ("one", "two"))
     assert len(two["pairs"]) == 3
     for a, b in zip(one["pairs"], two["pairs"], strict=True):  # the same pairs, in order

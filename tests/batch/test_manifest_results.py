@@ -1,0 +1,131 @@
+"""Manifests (CSV / JSON Lines, ids, ground truth) and the append-only results log."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from pcreg.batch.manifest import dataset_manifest, read_manifest, write_manifest
+from pcreg.batch.results import ResultsLog, format_summary, summarise
+from pcreg.errors import InputError
+
+
+def test_csv_and_jsonl_manifests_read_the_same_pairs(tmp_path):
+    gt = np.eye(4)
+    gt[:3, 3] = [1.0, 2.0, 3.0]
+    np.savetxt(tmp_path / "gt.txt", gt)
+    (tmp_path / "m.csv").write_text("src,ref,gt\na.ply,b.ply,gt.txt\nc.ply,/abs/d.ply,\n")
+    rows = [
+        {"src": "a.ply", "ref": "b.ply", "gt": gt.reshape(16).tolist()},
+        {"id": "second", "src": "c.ply", "ref": "/abs/d.ply", "gt": gt.tolist()},
+    ]
+    (tmp_path / "m.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    csv_pairs, jsonl = read_manifest(tmp_path / "m.csv"), read_manifest(tmp_path / "m.jsonl")
+    assert (
+        [p.src for p in csv_pairs]
+        == [p.src for p in jsonl]
+        == [str(tmp_path / "a.ply"), str(tmp_path / "c.ply")]
+    )
+    assert csv_pairs[1].ref == "/abs/d.ply" and csv_pairs[1].gt is None
+    assert csv_pairs[0].id == "a.ply -> b.ply" and jsonl[1].id == "second"
+    np.testing.assert_array_equal(csv_pairs[0].gt, gt)
+    np.testing.assert_array_equal(jsonl[1].gt, gt)
+    out = write_manifest(jsonl, tmp_path / "again.jsonl")
+    assert [(p.id, p.src) for p in read_manifest(out)] == [(p.id, p.src) for p in jsonl]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('{"src": "a.ply"}\n', "needs 'src' and 'ref'"),
+        ('{"src": "a", "ref": "b", "gt": [1, 2]}\n', "16 numbers"),
+        ('{"src": "a", "ref": "b"}\n{"src": "a", "ref": "b"}\n', "appears twice"),
+        ("not json\n", "line 1 is not JSON"),
+    ],
+)
+def test_bad_manifests_are_refused_with_the_row(tmp_path, text, message):
+    (tmp_path / "m.jsonl").write_text(text)
+    with pytest.raises(InputError, match=message):
+        read_manifest(tmp_path / "m.jsonl")
+
+
+def test_a_3dmatch_layout_dataset_becomes_a_manifest(tmp_path):
+    from pcreg.data.synthetic.writer import write_indoor_dataset
+    from pcreg.data.threedmatch import ThreeDMatchPairs
+
+    write_indoor_dataset(tmp_path / "ds", "val", num_scenes=1, seed=21)
+    pairs = dataset_manifest(tmp_path / "ds", "threedmatch", "val")
+    ds = ThreeDMatchPairs(tmp_path / "ds", "val")
+    assert len(pairs) == len(ds) > 0
+    src, ref, t, _ = ds[0]
+    from pcreg.io import read_points
+
+    np.testing.assert_array_equal(read_points(pairs[0].src), src)
+    np.testing.assert_array_equal(read_points(pairs[0].ref), ref)
+    np.testing.assert_allclose(pairs[0].gt, t)
+
+
+def test_the_results_log_survives_a_line_cut_short(tmp_path):
+    """A writer killed mid-line leaves a partial last line: it is dropped, never parsed, and
+    the next line starts clean; complete lines are kept and their ids count as done."""
+    path = tmp_path / "results.jsonl"
+    with ResultsLog(path) as log:
+        log.append({"id": "a", "status": "ok", "registered": True, "time_s": 1.0})
+        log.append({"id": "b", "status": "failed", "error": "x"})
+    with path.open("ab") as f:
+        f.write(b'{"id": "c", "status": "o')  # SIGKILL in the middle of a write
+    with ResultsLog(path) as log:
+        assert log.done == {"a", "b"}
+        log.append({"id": "c", "status": "ok", "registered": False, "time_s": 3.0})
+    lines = path.read_text().splitlines()
+    assert [json.loads(x)["id"] for x in lines] == ["a", "b", "c"]
+    summary = summarise([json.loads(x) for x in lines])
+    assert (summary["pairs"], summary["ok"], summary["failed"], summary["registered"]) == (
+        3,
+        2,
+        1,
+        1,
+    )
+    assert summary["median_time_s"] == 2.0 and summary["with_gt"] == 0
+    assert "| failed | 1 |" in format_summary(summary)
+
+
+def test_success_follows_each_setting_protocol():
+    rows = [
+        {
+            "id": "1",
+            "status": "ok",
+            "setting": "indoor",
+            "rre_deg": 9.0,
+            "rte_m": 0.5,
+            "rmse_m": 0.19,
+        },
+        {
+            "id": "2",
+            "status": "ok",
+            "setting": "indoor",
+            "rre_deg": 1.0,
+            "rte_m": 0.1,
+            "rmse_m": 0.21,
+        },
+        {
+            "id": "3",
+            "status": "ok",
+            "setting": "outdoor",
+            "rre_deg": 4.9,
+            "rte_m": 1.9,
+            "rmse_m": 9,
+        },
+        {
+            "id": "4",
+            "status": "ok",
+            "setting": "outdoor",
+            "rre_deg": 5.1,
+            "rte_m": 0.1,
+            "rmse_m": 0,
+        },
+    ]
+    s = summarise(rows)
+    assert (s["with_gt"], s["success"]) == (4, 2)  # rows 1 and 3
