@@ -189,6 +189,7 @@ class RayRunner:
                 ray.init(address=address, **kwargs)
             else:
                 ray.init(
+                    address="local",  # a new cluster, even if `ray start` ran here before
                     num_cpus=workers or os.cpu_count() or 1,
                     include_dashboard=False,
                     object_store_memory=1 << 30,

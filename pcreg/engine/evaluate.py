@@ -116,8 +116,8 @@ def evaluate_pairs(
 def _score(item: tuple, pred, protocol: str, info: dict, radius: float) -> dict:
     """One row of the table: ``item`` ``(src, ref, T_ref_src, record)`` and its prediction."""
     src, _, gt, rec = item
-    gt_t = torch.from_numpy(np.asarray(gt, np.float64))
-    est = torch.from_numpy(np.asarray(pred.transform, np.float64))
+    gt_t = torch.tensor(np.asarray(gt, np.float64))  # a copy: Ray hands back read-only arrays
+    est = torch.tensor(np.asarray(pred.transform, np.float64))
     moved = pred.src_corr_points @ gt[:3, :3].T + gt[:3, 3]
     ir = (
         float(np.mean(np.linalg.norm(moved - pred.ref_corr_points, axis=1) < radius))
