@@ -88,6 +88,8 @@ def test_benchmark_section_replacement(tmp_path):
 SUBCOMMANDS = {
     "benchmark": "pcreg.commands.benchmark",
     "register": "pcreg.commands.register",
+    "batch": "pcreg.commands.batch",
+    "manifest": "pcreg.commands.batch",
     "odometry": "pcreg.commands.odometry",
     "view": "pcreg.commands.view",
     "demo": "pcreg.commands.demo",
