@@ -14,7 +14,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from pcreg._fs import atomic_output
-from pcreg.errors import InputError
+from pcreg.errors import InputError, MissingFileError
 
 __all__ = [
     "OdometryResult",
@@ -91,11 +91,14 @@ def run_odometry(
     if len(scans) < 2:
         raise InputError("scans", f"odometry needs at least two scans, got {len(scans)}")
     names = [os.fspath(s) for s in scans]
-    if address is None and (workers == 1 or len(names) == 2):
+    for name in names:  # before any registration runs
+        if not Path(name).is_file():
+            raise MissingFileError(name, "scan not found")
+    if address is None and (workers == 1 or len(names) == 2 or device != "cpu"):
         relative, times, used = _serial(names, model, method, icp, voxel_size, device, progress)
     else:
         if device != "cpu":
-            raise InputError("device", "parallel odometry runs on the CPU; use workers=1")
+            raise InputError("device", "parallel odometry runs on the CPU (--device cpu)")
         relative, times, used = _on_ray(
             names, model, method, icp, voxel_size, workers, address, progress
         )
@@ -142,9 +145,10 @@ def _on_ray(names, model, method, icp, voxel_size, workers, address, progress):
                     rows[pair.id] = ray.get(ref)
                     bar.update(1)
     ordered = [rows[p.id] for p in pairs]
-    for pair, row in zip(pairs, ordered, strict=True):
-        if row["status"] != "ok":
-            raise InputError(f"{pair.src} / {pair.ref}", row["error"])
+    for row in ordered:
+        if row["status"] != "ok":  # its error reads "<file>: <problem>" already
+            source, _, problem = row["error"].partition(": ")
+            raise InputError(source, problem or row["error"])
     relative = [np.asarray(r["transform"], np.float64) for r in ordered]
     return relative, [r["time_s"] for r in ordered], ordered[-1]["model"]
 

@@ -78,12 +78,15 @@ def read_manifest(path: str | os.PathLike[str]) -> list[ManifestPair]:
     if not path.is_file():
         raise MissingFileError(path, "manifest not found")
     base = path.resolve().parent
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise InputError(path, "is not UTF-8 text") from None
     if path.suffix.lower() == ".csv":
-        with path.open(newline="") as f:
-            rows = list(csv.DictReader(f))
+        rows = list(csv.DictReader(text.splitlines()))
     elif path.suffix.lower() in (".jsonl", ".ndjson"):
         rows = []
-        for k, line in enumerate(path.read_text().splitlines(), 1):
+        for k, line in enumerate(text.splitlines(), 1):
             if line.strip():
                 try:
                     rows.append(json.loads(line))
@@ -96,6 +99,8 @@ def read_manifest(path: str | os.PathLike[str]) -> list[ManifestPair]:
         where = f"{path}: row {k}"
         if not isinstance(row, dict) or not row.get("src") or not row.get("ref"):
             raise InputError(where, "needs 'src' and 'ref'")
+        if not isinstance(row["src"], str) or not isinstance(row["ref"], str):
+            raise InputError(where, "'src' and 'ref' must be paths (strings)")
         src, ref = (
             str(base / row[c]) if not os.path.isabs(row[c]) else row[c] for c in ("src", "ref")
         )
@@ -104,6 +109,8 @@ def read_manifest(path: str | os.PathLike[str]) -> list[ManifestPair]:
             raise InputError(where, f"id {pid!r} appears twice")
         seen.add(pid)
         pairs.append(ManifestPair(pid, src, ref, _gt(row.get("gt"), base, where)))
+    if not pairs:
+        raise InputError(path, "lists no pairs")
     return pairs
 
 
@@ -117,21 +124,29 @@ def write_manifest(
 
 
 def dataset_manifest(
-    root: str | os.PathLike[str], layout: str = "threedmatch", benchmark: str = "3DMatch"
+    root: str | os.PathLike[str], layout: str = "threedmatch", benchmark: str | None = None
 ) -> list[ManifestPair]:
     """The pairs of a dataset as a manifest: ``layout`` ``"threedmatch"`` (metadata
-    ``benchmark`` of a 3DMatch-layout root) or ``"kitti"`` (a KITTI odometry root or split,
-    ``benchmark`` the split name), with their ground truth."""
+    ``benchmark`` of a 3DMatch-layout root, default ``3DMatch``) or ``"kitti"`` (a KITTI
+    odometry root, ``benchmark`` the split name, default ``test``), with their ground truth
+    (KITTI: the poses as published, not ICP-refined as ``pcreg evaluate`` refines them)."""
     root = Path(root)
     if layout == "threedmatch":
         from pcreg.data.threedmatch import ThreeDMatchPairs
 
-        ds = ThreeDMatchPairs(root, benchmark)
+        def fragment(rel: str) -> str:  # load_fragment's own fallback: a .npy beside a .pth
+            path = (root / "data" / rel).resolve()
+            npy = path.with_suffix(".npy")
+            return str(
+                npy if path.suffix == ".pth" and not path.is_file() and npy.is_file() else path
+            )
+
+        ds = ThreeDMatchPairs(root, benchmark or "3DMatch")
         return [
             ManifestPair(
                 f"{r.scene}/{r.src_id}->{r.ref_id}",
-                str((root / "data" / r.src_path).resolve()),
-                str((root / "data" / r.ref_path).resolve()),
+                fragment(r.src_path),
+                fragment(r.ref_path),
                 np.asarray(r.transform, np.float64),
             )
             for r in ds.records
@@ -139,7 +154,10 @@ def dataset_manifest(
     if layout == "kitti":
         from pcreg.data.kitti import KittiPairs
 
-        ds = KittiPairs(root, benchmark, refine=False)
+        try:
+            ds = KittiPairs(root, benchmark or "test", refine=False)
+        except KeyError as err:
+            raise InputError(root, f"unknown KITTI split {err}") from None
         return [
             ManifestPair(
                 f"{r.seq:02d}/{r.src_frame:06d}->{r.ref_frame:06d}",

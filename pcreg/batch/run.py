@@ -35,13 +35,18 @@ def run_batch(
     address: str | None = None,
     workers: int | None = None,
     progress: bool = True,
+    overwrite: bool = False,
 ) -> dict:
-    """Register the ``pairs`` not yet in ``out/results.jsonl``; returns the summary of all
-    finished pairs (also written to ``out/summary.json``), with ``new``: pairs run now, and
-    ``pairs_per_s``: their throughput."""
+    """Register the ``pairs`` not yet registered in ``out/results.jsonl`` (pairs that failed
+    before are tried again); returns the summary of every pair's latest row (also written to
+    ``out/summary.json``), with ``new``: pairs run now, and ``pairs_per_s``: their throughput.
+    ``overwrite``: start from an empty results file instead of resuming."""
     import ray
 
     out = results_dir(out)
+    if overwrite:
+        for name in ("results.jsonl", "summary.json"):
+            (out / name).unlink(missing_ok=True)
     with ResultsLog(out / "results.jsonl") as log:
         done = log.done
         todo = [p for p in pairs if p.id not in done]
@@ -66,7 +71,8 @@ def run_batch(
                             log.append(row)
                             bar.update(1)
         wall = time.perf_counter() - start
-        summary = summarise([r for r in log.rows if r["id"] in {p.id for p in pairs}])
+        ids = {p.id for p in pairs}
+        summary = summarise([r for i, r in log.latest().items() if i in ids])
     summary["new"] = len(todo)
     summary["pairs_per_s"] = len(todo) / wall if todo and wall > 0 else None
     with atomic_output(Path(out) / "summary.json", overwrite=True) as tmp:

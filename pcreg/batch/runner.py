@@ -118,13 +118,11 @@ def _worker_pipeline(options: BatchOptions, networks: dict[str, Any]) -> Registr
 
 def register_file(job: dict, options: BatchOptions, networks: dict) -> dict:
     """A Ray task: register the files of one manifest pair; its ``results.jsonl`` row."""
-    from pcreg.io import read_points
-
     start = time.perf_counter()
     row: dict[str, Any] = {"id": job["id"], "src": job["src"], "ref": job["ref"]}
     try:
         pipe = _worker_pipeline(options, networks)
-        src, ref = read_points(job["src"]), read_points(job["ref"])
+        src, ref = _read(job["src"]), _read(job["ref"])
         result = pipe(src, ref, (job["src"], job["ref"]))
     except InputError as err:
         return {**row, "status": "failed", "registered": False, "error": str(err)}
@@ -136,6 +134,18 @@ def register_file(job: dict, options: BatchOptions, networks: dict) -> dict:
     node = ray.util.get_node_ip_address() if ray.is_initialized() else socket.gethostname()
     row.update(wall_s=time.perf_counter() - start, worker=f"{node}:{os.getpid()}")
     return row
+
+
+def _read(path: str) -> np.ndarray:
+    """A cloud of a manifest: any format :func:`pcreg.io.read_points` reads, and 3DMatch
+    metadata's ``.pth`` fragments (:func:`pcreg.data.threedmatch.load_fragment`)."""
+    if path.endswith(".pth"):
+        from pcreg.data.threedmatch import load_fragment
+
+        return load_fragment(path)
+    from pcreg.io import read_points
+
+    return read_points(path)
 
 
 def register_arrays(src: np.ndarray, ref: np.ndarray, options: BatchOptions, networks: dict):
@@ -270,5 +280,8 @@ def results_dir(out: str | os.PathLike[str]) -> Path:
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise InputError(out, "--out must be a directory")
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise InputError(out, f"cannot create the results directory ({err.strerror})") from None
     return out

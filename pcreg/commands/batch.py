@@ -21,7 +21,8 @@ def add_parser(sub) -> None:
         help="register every pair of a manifest on Ray (resumable)",
         description="MANIFEST: .csv or .jsonl with src, ref and optional id and gt (T_ref_src: "
         "a 4x4 file, or 16 numbers in JSON Lines). Writes DIR/results.jsonl (one line per pair, "
-        "appended as pairs finish; the same command again skips the pairs already there) and "
+        "appended as pairs finish; the same command again skips the pairs already registered and "
+        "tries failed ones again; --force starts over) and "
         "DIR/summary.json. Runs on a local Ray cluster with one worker per core, or on an "
         "existing one with --address / RAY_ADDRESS.",
     )
@@ -45,7 +46,10 @@ def add_parser(sub) -> None:
     )
     man.add_argument("root", type=Path)
     man.add_argument("--layout", choices=("threedmatch", "kitti"), default="threedmatch")
-    man.add_argument("--benchmark", default="3DMatch", help="3DMatch metadata name or KITTI split")
+    man.add_argument(
+        "--benchmark", default=None,
+        help="3DMatch metadata name (default 3DMatch) or KITTI split (default test)",
+    )  # fmt: skip
     man.add_argument("--out", type=Path, required=True, help="manifest .jsonl to write")
     man.add_argument("--force", action="store_true", help="replace an existing manifest")
     man.set_defaults(func=run_manifest)
@@ -69,7 +73,9 @@ def run(args: argparse.Namespace) -> int:
         voxel_size=args.voxel_size,
         retain_heap=retaining(),
     )
-    summary = run_batch(pairs, args.out, options, address=args.address, workers=args.workers)
+    summary = run_batch(
+        pairs, args.out, options, address=args.address, workers=args.workers, overwrite=args.force
+    )
     sys.stdout.write(format_summary(summary, new=summary["new"]) + "\n")
     logger.info("wrote %s and %s", args.out / "results.jsonl", args.out / "summary.json")
     return 0

@@ -97,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _model_exists(model: str) -> bool:
     from pcreg.errors import InputError
-    from pcreg.weights import weights_path
+    from pcreg.registration.loading import weights_path
 
     if model == "none":
         return True

@@ -10,8 +10,8 @@ the ground truth; 10 cm indoors), feature-matching recall FMR (IR >= 5 %), RRE, 
 
 RRE / RTE are averaged over successful pairs, as published.
 
-:func:`run_evaluation` is ``pcreg evaluate``: a checkpoint over a configured dataset, with the
-table written to ``results.json`` / ``results.md``.
+:func:`pcreg.evaluation.run_evaluation` (a floor up) is ``pcreg evaluate``: a checkpoint over a
+configured dataset through the registration pipeline, scored here.
 """
 
 from __future__ import annotations

@@ -7,9 +7,9 @@ scan up to the rotational symmetries of a cube (24 of them: which axis is which,
 
 So two overlapping room scans, each rotated so that its Manhattan axes are the coordinate axes,
 differ by one of 24 cube rotations plus a small residual (the error of the two estimates, a few
-degrees). :class:`pcreg.engine.inference.Registrar` uses this to register indoor pairs under any
-rotation with a network trained on small rotations only: one hypothesis per cube rotation,
-the one whose correspondences agree best wins.
+degrees). :class:`pcreg.registration.search.ManhattanHypotheses` uses this to register indoor
+pairs under any rotation with a network trained on small rotations only: one hypothesis per cube
+rotation, the one whose correspondences agree best wins.
 
 The estimate: point normals (Open3D, PCA over neighbors) vote for directions; the direction with
 the most normals within ``inlier_deg`` is the first axis; among the normals roughly

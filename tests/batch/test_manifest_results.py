@@ -77,7 +77,8 @@ def test_the_results_log_survives_a_line_cut_short(tmp_path):
     with path.open("ab") as f:
         f.write(b'{"id": "c", "status": "o')  # SIGKILL in the middle of a write
     with ResultsLog(path) as log:
-        assert log.done == {"a", "b"}
+        assert [r["id"] for r in log.rows] == ["a", "b"]  # the partial "c" is gone
+        assert log.done == {"a"}  # "b" failed: tried again on resume
         log.append({"id": "c", "status": "ok", "registered": False, "time_s": 3.0})
     lines = path.read_text().splitlines()
     assert [json.loads(x)["id"] for x in lines] == ["a", "b", "c"]
@@ -129,3 +130,30 @@ def test_success_follows_each_setting_protocol():
     ]
     s = summarise(rows)
     assert (s["with_gt"], s["success"]) == (4, 2)  # rows 1 and 3
+
+
+def test_a_failed_pair_is_tried_again_and_its_latest_row_counts(tmp_path):
+    path = tmp_path / "results.jsonl"
+    with ResultsLog(path) as log:
+        log.append({"id": "a", "status": "ok", "registered": True, "time_s": 1.0})
+        log.append({"id": "b", "status": "failed", "error": "b.ply: file not found"})
+    with ResultsLog(path) as log:
+        assert log.done == {"a"}  # b is registered again on resume
+        log.append({"id": "b", "status": "ok", "registered": True, "time_s": 3.0})
+        latest = list(log.latest().values())
+        assert log.done == {"a", "b"}
+    s = summarise(latest)
+    assert (s["pairs"], s["ok"], s["failed"]) == (2, 2, 0)
+    assert summarise([])["median_time_s"] is None  # nothing to take a median of: null in JSON
+
+
+def test_manifests_that_cannot_be_run_are_refused(tmp_path):
+    (tmp_path / "empty.jsonl").write_text("\n")
+    with pytest.raises(InputError, match="lists no pairs"):
+        read_manifest(tmp_path / "empty.jsonl")
+    (tmp_path / "num.jsonl").write_text('{"src": 5, "ref": "b"}\n')
+    with pytest.raises(InputError, match="must be paths"):
+        read_manifest(tmp_path / "num.jsonl")
+    (tmp_path / "latin.csv").write_bytes(b"src,ref\n\xe9.ply,b.ply\n")
+    with pytest.raises(InputError, match="not UTF-8"):
+        read_manifest(tmp_path / "latin.csv")

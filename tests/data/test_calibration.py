@@ -7,7 +7,7 @@ from pcreg.data.synthetic import indoor_pairs
 
 
 def test_calibrated_limits_cover_most_neighborhoods():
-    pairs = [(p.ref, p.src, p.transform) for p in indoor_pairs(2)][:3]
+    pairs = [(p.src, p.ref, p.transform) for p in indoor_pairs(2)][:3]
     limits = calibrate_dataset(
         pairs, voxel_size=0.025, num_stages=4, search_radius=0.0625, num_samples=3
     )
