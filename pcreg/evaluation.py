@@ -59,7 +59,8 @@ def run_evaluation(cfg: EvaluateConfig) -> dict | None:
             from pcreg.engine.heap import retaining
 
             options = BatchOptions(model=str(cfg.checkpoint), retain_heap=retaining())
-            runner = RayRunner(options, workers=cfg.workers)
+            loaded = {options.model: pipeline.loaded()}  # loaded above: not read again
+            runner = RayRunner(options, workers=cfg.workers, loaded=loaded)
         result = evaluate_pairs(
             dataset,
             pipeline,

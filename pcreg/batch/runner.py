@@ -33,6 +33,7 @@ from pcreg.errors import InputError
 
 if TYPE_CHECKING:
     from pcreg.batch.manifest import ManifestPair
+    from pcreg.registration.loading import LoadedNetwork
     from pcreg.registration.pipeline import Registration
     from pcreg.registration.result import RegistrationResult
 
@@ -156,10 +157,7 @@ def register_arrays(src: np.ndarray, ref: np.ndarray, options: BatchOptions, net
 # -- the driver side ------------------------------------------------------------------------
 
 
-def _network_blob(model: str) -> dict:
-    from pcreg.registration.loading import load_network
-
-    loaded = load_network(model)
+def _network_blob(loaded: LoadedNetwork) -> dict:
     return {
         "config": dataclasses.asdict(loaded.network.config),
         "state": {
@@ -178,12 +176,17 @@ class RayRunner:
         address: an existing cluster (``"ray://HOST:PORT"``, ``"HOST:PORT"`` or ``"auto"``);
             None: ``RAY_ADDRESS`` if set, else a local cluster started here.
         workers: CPUs of the local cluster (default: all cores); ignored for an existing one.
+        loaded: networks the caller has already loaded, by model name (not loaded again).
 
     Use as a context manager or call :meth:`close` (which stops a cluster started here).
     """
 
     def __init__(
-        self, options: BatchOptions, address: str | None = None, workers: int | None = None
+        self,
+        options: BatchOptions,
+        address: str | None = None,
+        workers: int | None = None,
+        loaded: dict[str, LoadedNetwork] | None = None,
     ) -> None:
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # no network here; opt-in only
         import ray
@@ -209,7 +212,12 @@ class RayRunner:
         names: list[str] = []
         if options.method == "geotransformer":
             names = [options.model] if options.model else self._shipped()
-        self.networks = {name: ray.put(_network_blob(name)) for name in names}
+        from pcreg.registration.loading import load_network
+
+        have = dict(loaded or {})
+        self.networks = {
+            name: ray.put(_network_blob(have.get(name) or load_network(name))) for name in names
+        }
         self._file_task = ray.remote(num_cpus=1, max_retries=1)(register_file)
         self._array_task = ray.remote(num_cpus=1, max_retries=1)(register_arrays)
         logger.info(

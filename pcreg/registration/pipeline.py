@@ -115,8 +115,8 @@ class Registration:
         device: ``"cpu"`` or ``"cuda"`` for the network.
         search: orientation-search settings replacing the network's defaults (a
             :class:`SearchConfig` field -> value mapping, e.g. ``{"orientation_keep": 0.0}``).
-        networks: ``(model, device) -> LoadedNetwork``; default :func:`load_network` (no
-            caching: :func:`pcreg.register` passes a cached one).
+        networks: ``(model, device) -> LoadedNetwork``; default: :func:`load_network`, each
+            network once per pipeline (:func:`pcreg.register` passes one shared by the process).
 
     Raises:
         InputError: an unknown method, a bad voxel size or search setting (at construction,
@@ -153,7 +153,7 @@ class Registration:
         self.icp = icp
         self.voxel_size = None if voxel_size is None else float(voxel_size)
         self.device = device
-        self.networks = networks or _load_network
+        self.networks = networks or _NetworkCache()
 
     # -- step 1: validation and the setting -------------------------------------------------
 
@@ -308,10 +308,20 @@ class Registration:
         return result
 
 
-def _load_network(model: str, device: str) -> LoadedNetwork:
-    from pcreg.registration.loading import load_network
+class _NetworkCache:
+    """The default loader: :func:`~pcreg.registration.loading.load_network`, each network read
+    once per pipeline (a pipeline registers many pairs with the same weights)."""
 
-    return load_network(model, device)
+    def __init__(self) -> None:
+        self._loaded: dict[tuple[str, str], LoadedNetwork] = {}
+
+    def __call__(self, model: str, device: str) -> LoadedNetwork:
+        from pcreg.registration.loading import load_network
+
+        key = (model, device)
+        if key not in self._loaded:
+            self._loaded[key] = load_network(model, device)
+        return self._loaded[key]
 
 
 def _check_pair(src: np.ndarray, ref: np.ndarray, names: tuple[str, str], voxel: float) -> None:

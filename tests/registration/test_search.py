@@ -131,3 +131,24 @@ def test_changing_a_search_setting_reuses_the_loaded_weights(room_pair, monkeypa
         assert a.hypothesis and b.hypothesis  # both searched (a over all 24 hypotheses)
     finally:
         api._cached_network.cache_clear()
+
+
+def test_a_pipeline_reads_its_network_once_for_many_pairs(
+    tiny_checkpoint, three_pairs, monkeypatch
+):
+    from pcreg.registration import loading
+    from pcreg.registration.pipeline import Registration
+
+    calls = []
+    real = loading.load_network
+
+    def counting(model, device="cpu", neighbor_backend="auto"):
+        calls.append(model)
+        return real(model, device, neighbor_backend)
+
+    monkeypatch.setattr(loading, "load_network", counting)
+    pipe = Registration(str(tiny_checkpoint))
+    for src, ref in three_pairs:
+        pipe(src, ref)
+    assert pipe.loaded() is pipe.loaded()
+    assert calls == [str(tiny_checkpoint)]
