@@ -4,6 +4,18 @@ torchvision has no CPU build here and DETR only needs a strided feature map, so 
 own: a 3x3 stem (stride 2), then stages of basic blocks whose first block may stride by 2.
 Batch norm can be frozen (DETR freezes the statistics of its pretrained ResNet-50; from
 scratch it is usually trained).
+
+Padded batches: given the ``valid`` mask of a bottom-right zero-padded batch, every image's
+features equal (up to float rounding) those of the image run alone, unpadded. A 3x3
+convolution at an image's right / bottom edge reads one pixel past it: alone that is the
+convolution's zero padding, in a batch it is the canvas's padding, which after the first batch
+norm (a shift) and ReLU is no longer zero. So :meth:`ResNet.forward` zeroes every feature map
+outside the valid region before each convolution reads it, and :meth:`ResNet.feature_mask`
+gives the valid region at the output stride (a strided convolution with kernel 3 / padding 1
+or kernel 1 / padding 0 maps ``n`` valid pixels to ``ceil(n / s)`` outputs, exactly the
+outputs ``i`` with pixel ``s * i`` valid: the mask subsampled with the same stride). Train-mode
+batch norm is batch dependent by definition (statistics over the batch and its padding);
+the invariance holds in eval mode or with ``frozen_bn``.
 """
 
 from __future__ import annotations
@@ -37,9 +49,15 @@ def _norm(channels: int, frozen: bool) -> nn.Module:
     return FrozenBatchNorm2d(channels) if frozen else nn.BatchNorm2d(channels)
 
 
+def _subsample(mask: Tensor, stride: int) -> Tensor:
+    """The valid mask ``(B, 1, H, W)`` at the output of a convolution of this stride."""
+    return mask if stride == 1 else mask[:, :, ::stride, ::stride]
+
+
 class _BasicBlock(nn.Module):
     def __init__(self, c_in: int, c_out: int, stride: int, frozen: bool) -> None:
         super().__init__()
+        self.stride = stride
         self.conv1 = nn.Conv2d(c_in, c_out, 3, stride, 1, bias=False)
         self.bn1 = _norm(c_out, frozen)
         self.conv2 = nn.Conv2d(c_out, c_out, 3, 1, 1, bias=False)
@@ -50,9 +68,15 @@ class _BasicBlock(nn.Module):
             else nn.Identity()
         )
 
-    def forward(self, x: Tensor) -> Tensor:
+    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+        """``x`` zero outside ``mask`` ``(B, 1, H, W)`` bool (True = real pixel), when given;
+        the output is then zero outside the mask at this block's stride."""
         y = torch.relu(self.bn1(self.conv1(x)))
-        return torch.relu(self.bn2(self.conv2(y)) + self.down(x))
+        if mask is not None:
+            mask = _subsample(mask, self.stride)
+            y = y.masked_fill(~mask, 0.0)  # conv2 reads one pixel past the edge
+        out = torch.relu(self.bn2(self.conv2(y)) + self.down(x))
+        return out if mask is None else out.masked_fill(~mask, 0.0)
 
 
 class ResNet(nn.Module):
@@ -90,5 +114,27 @@ class ResNet(nn.Module):
         self.out_channels = c
         self.stride = 2 * int(torch.tensor(list(strides)).prod())
 
-    def forward(self, x: Tensor) -> Tensor:
-        return self.blocks(self.stem(x))
+    def forward(self, x: Tensor, valid: Tensor | None = None) -> Tensor:
+        """``x (B, in_chans, H, W)``; ``valid (B, H, W)`` bool (True = real pixel) for a padded
+        batch: features outside each image are then zero and those inside do not depend on the
+        padding (module docstring). Without ``valid`` every pixel is real."""
+        if valid is None:
+            return self.blocks(self.stem(x))
+        if valid.shape != (x.shape[0], *x.shape[2:]) or valid.dtype != torch.bool:
+            raise ValueError(
+                f"valid must be a bool (B, H, W) mask of images {tuple(x.shape)}, "
+                f"got {valid.dtype} {tuple(valid.shape)}"
+            )
+        mask = valid[:, None]
+        x = self.stem(x.masked_fill(~mask, 0.0))
+        mask = _subsample(mask, 2)
+        x = x.masked_fill(~mask, 0.0)
+        for block in self.blocks:
+            x = block(x, mask)
+            mask = _subsample(mask, block.stride)
+        return x
+
+    def feature_mask(self, valid: Tensor) -> Tensor:
+        """The valid mask ``(B, H, W)`` of the input -> that of the output features ``(B, h, w)``
+        (an output is real when the image alone has it)."""
+        return valid[:, :: self.stride, :: self.stride]

@@ -7,6 +7,16 @@ through a post-norm encoder; ``num_queries`` learned object queries go through a
 every layer's output (after a shared LayerNorm) is decoded by the same heads: a linear class
 head over ``num_classes + 1`` (the last is "no object") and a 3-layer MLP giving normalised
 ``(cx, cy, w, h)`` through a sigmoid. Positions are added to queries and keys, never values.
+
+Padded batches: an image's predictions do not depend on the batch it is in or on how much
+padding the batch adds (equal to float rounding, ~1e-6, to those of the image alone,
+unpadded; eval mode). Three things make it so: the backbone zeroes its features outside each
+image so no convolution reads the padding (:class:`~pcreg.models.backbones.resnet.ResNet`);
+the valid mask at feature resolution is the backbone's own (``feature_mask``: strided
+subsampling, matching the convolutions' output sizes; nearest interpolation to the padded
+canvas's feature size is off by a row or column whenever the canvas is not a multiple of the
+stride); and that mask drives the sine positions (normalised by each image's valid extent)
+and the key padding mask of every attention reading the image.
 """
 
 from __future__ import annotations
@@ -14,7 +24,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from pcreg.layers import (
@@ -49,7 +58,10 @@ class DetrConfig:
 
 
 class DETR(nn.Module):
-    """``DETR(backbone, ...)``: the backbone is injected (anything with ``out_channels``)."""
+    """``DETR(backbone, ...)``: the backbone is injected: anything with ``out_channels``,
+    called as ``backbone(images, valid) -> (B, out_channels, h, w)`` features that do not
+    depend on the padding, with ``backbone.feature_mask(valid) -> (B, h, w)`` their valid
+    mask (as :class:`~pcreg.models.backbones.resnet.ResNet`)."""
 
     def __init__(
         self,
@@ -91,9 +103,16 @@ class DETR(nn.Module):
         Returns ``{"pred_logits": (B, Q, K+1), "pred_boxes": (B, Q, 4) cxcywh in [0, 1] of
         each image's valid extent, "aux_outputs": [same, per earlier decoder layer]}``.
         """
-        feats = self.backbone(images)
-        b, _, h, w = feats.shape
-        mask = F.interpolate(valid[:, None].float(), size=(h, w), mode="nearest")[:, 0] > 0.5
+        if valid.dtype != torch.bool:
+            raise TypeError(f"valid must be a bool mask (True = pixel), got {valid.dtype}")
+        feats = self.backbone(images, valid)
+        b = feats.shape[0]
+        mask = self.backbone.feature_mask(valid)  # (B, h, w), the backbone's own geometry
+        if mask.shape != (b, *feats.shape[2:]):
+            raise ValueError(
+                f"backbone feature mask {tuple(mask.shape)} does not match its features "
+                f"{tuple(feats.shape)}"
+            )
         pos = sine_encoding_2d(mask, self.d_model).to(feats.dtype)  # (B, C, h, w)
         src = self.input_proj(feats).flatten(2).transpose(1, 2)  # (B, hw, C)
         pos = pos.flatten(2).transpose(1, 2)
