@@ -1,20 +1,38 @@
 """Atomic file output: write to a temporary file beside the target, fsync, then rename.
 
 A reader (or a crash) therefore sees either the old file or the complete new one, never a
-half-written file, and an existing file is only replaced when the caller asks for it.
+half-written file, and an existing file is only replaced when the caller asks for it. Only
+regular files are written or replaced: an existing symbolic link, FIFO, socket, device or
+directory at the output path is refused, with or without ``overwrite``.
+
+Temporary files are named ``.<name>.pcreg-<pid>-<tag>-<random>.tmp<suffix>`` (``tag`` tells
+this machine and PID namespace from others sharing the directory). They are removed on every
+exit path that runs ``finally`` (exceptions, KeyboardInterrupt, and SIGTERM/SIGHUP inside
+:func:`signals_raise`). A process killed outright (SIGKILL, power loss) leaves its temporary
+file behind; the next write to the same target removes it once its writer's pid is gone.
+Temporary files of live processes are never touched.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import hashlib
 import os
+import re
+import signal
+import socket
+import stat
 import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 from pcreg.errors import OutputExistsError, UnwritableOutputError
 
-__all__ = ["atomic_output", "check_writable"]
+__all__ = ["Terminated", "atomic_output", "check_writable", "signals_raise"]
+
+_TEMP_MARK = "pcreg"
 
 
 def check_writable(path: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
@@ -22,14 +40,13 @@ def check_writable(path: str | os.PathLike[str], *, overwrite: bool = False) -> 
 
     Raises:
         OutputExistsError: the file exists and ``overwrite`` is False.
-        UnwritableOutputError: the directory is missing or not writable, or ``path`` is a directory.
+        UnwritableOutputError: the directory is missing or not writable, or ``path`` is a
+            directory, a symbolic link or another non-regular file (FIFO, socket, device),
+            whatever ``overwrite`` says.
     """
     path = Path(path)
-    if path.is_dir():
-        raise UnwritableOutputError(path, "is a directory, expected a file path")
-    if path.exists() and not overwrite:
-        raise OutputExistsError(path, "already exists (pass force/overwrite to replace it)")
-    parent = path.parent if str(path.parent) else Path(".")
+    _check_target(path, overwrite=overwrite)
+    parent = _parent(path)
     if not parent.is_dir():
         raise UnwritableOutputError(path, f"directory {str(parent)!r} does not exist")
     if not os.access(parent, os.W_OK | os.X_OK):
@@ -42,15 +59,113 @@ def check_writable(path: str | os.PathLike[str], *, overwrite: bool = False) -> 
     return path
 
 
-def _make_temp(path: Path) -> Path:
-    """An empty temporary file beside ``path`` (same suffix), or UnwritableOutputError."""
+def _parent(path: Path) -> Path:
+    return path.parent if str(path.parent) else Path(".")
+
+
+_KINDS = {
+    stat.S_IFIFO: "a FIFO (named pipe)",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+}
+
+
+def _check_target(path: Path, *, overwrite: bool) -> None:
+    """Refuse an existing non-regular ``path`` always, an existing file unless ``overwrite``."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    except OSError:  # e.g. a parent component is not a directory: reported by the caller
+        return
+    if stat.S_ISLNK(st.st_mode):
+        raise UnwritableOutputError(path, "is a symbolic link; remove it or name its target")
+    if stat.S_ISDIR(st.st_mode):
+        raise UnwritableOutputError(path, "is a directory, expected a file path")
+    if not stat.S_ISREG(st.st_mode):
+        kind = _KINDS.get(stat.S_IFMT(st.st_mode), "not a regular file")
+        raise UnwritableOutputError(
+            path, f"is {kind}, not a regular file; pcreg only writes regular files"
+        )
+    if not overwrite:
+        raise OutputExistsError(
+            path, "already exists (use --force, or overwrite=True in Python, to replace it)"
+        )
+
+
+@functools.cache
+def _host_tag() -> str:
+    """8 hex digits naming this machine and PID namespace: a pid in a temporary file's name
+    is only looked up when the file was written under the same tag."""
+    try:
+        pid_ns = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        pid_ns = ""
+    key = f"{socket.gethostname()}|{pid_ns}".encode()
+    return hashlib.blake2b(key, digest_size=4).hexdigest()
+
+
+def _pid_alive(pid: int) -> bool:
+    """False only when no process ``pid`` exists (its signal-0 lookup fails as such)."""
+    if os.name == "nt":  # os.kill there terminates the process: never treat a pid as dead
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # PermissionError: it exists, owned by someone else
+        return True
+    return True
+
+
+def _temp_pattern(path: Path) -> re.Pattern[str]:
+    return re.compile(
+        re.escape(f".{path.name}.{_TEMP_MARK}-")
+        + r"(?P<pid>[0-9]+)-(?P<tag>[0-9a-f]{8})-[a-z0-9_]+"
+        + re.escape(f".tmp{path.suffix}")
+    )
+
+
+def _remove_stale_temps(path: Path) -> None:
+    """Remove temporary files left for ``path`` by writers of this machine that are dead."""
+    if os.name == "nt":
+        return
+    prefix = f".{path.name}.{_TEMP_MARK}-"
+    pattern = _temp_pattern(path)
+    tag = _host_tag()
+    parent = _parent(path)
+    try:
+        names = [name for name in os.listdir(parent) if name.startswith(prefix)]
+    except OSError:
+        return
+    for name in names:
+        match = pattern.fullmatch(name)
+        if match is None or match["tag"] != tag or _pid_alive(int(match["pid"])):
+            continue
+        with contextlib.suppress(OSError):  # gone already, or not ours to remove
+            if stat.S_ISREG(os.lstat(parent / name).st_mode):
+                os.unlink(parent / name)
+
+
+def _make_temp(path: Path, *, sweep: bool = True) -> Path:
+    """An empty temporary file beside ``path`` (same suffix), or UnwritableOutputError.
+
+    With ``sweep``, stale temporary files for the same target (their writer was killed) are
+    removed first.
+    """
+    parent = _parent(path)
+    if sweep:
+        _remove_stale_temps(path)
     try:
         fd, tmp_name = tempfile.mkstemp(
-            prefix=f".{path.name}.", suffix=f".tmp{path.suffix}", dir=path.parent or "."
+            prefix=f".{path.name}.{_TEMP_MARK}-{os.getpid()}-{_host_tag()}-",
+            suffix=f".tmp{path.suffix}",
+            dir=parent,
         )
     except OSError as err:
         raise UnwritableOutputError(
-            path, f"cannot create files in {str(path.parent or '.')!r} ({err.strerror})"
+            path, f"cannot create files in {str(parent)!r} ({err.strerror})"
         ) from None
     os.close(fd)
     return Path(tmp_name)
@@ -61,32 +176,79 @@ def atomic_output(path: str | os.PathLike[str], *, overwrite: bool = False) -> I
     """Yield a temporary path in the target's directory; on success move it onto ``path``.
 
     The temporary file keeps the target's suffix so that writers which dispatch on the
-    extension (Open3D) still work. On any exception the temporary file is removed and the
-    target is left untouched.
+    extension (Open3D) still work. On any exception (KeyboardInterrupt included) the
+    temporary file is removed and the target is left untouched.
 
     Example:
         >>> with atomic_output("out.npy") as tmp:   # doctest: +SKIP
         ...     np.save(tmp, array)
     """
-    path = check_writable(path, overwrite=overwrite)
-    tmp = _make_temp(path)
-    # mkstemp creates 0600 files; give the output the mode any other new file would get.
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)
+    path = check_writable(path, overwrite=overwrite)  # removes stale temporary files too
+    tmp = _make_temp(path, sweep=False)
     try:
+        # mkstemp creates 0600 files; give the output the mode any other new file would get.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
         yield tmp
         with open(tmp, "rb+") as handle:
             os.fsync(handle.fileno())
-        if not overwrite and path.exists():
-            raise OutputExistsError(path, "appeared while writing; not replaced")
+        # Something may have appeared at the target while writing: same rules as before.
+        try:
+            _check_target(path, overwrite=overwrite)
+        except OutputExistsError:
+            raise OutputExistsError(path, "appeared while writing; not replaced") from None
         os.replace(tmp, path)
         with contextlib.suppress(OSError):  # directory fsync is best effort (not on all FS)
-            dir_fd = os.open(path.parent or ".", os.O_RDONLY)
+            dir_fd = os.open(_parent(path), os.O_RDONLY)
             try:
                 os.fsync(dir_fd)
             finally:
                 os.close(dir_fd)
     finally:
-        if tmp.exists():
+        with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
+
+
+class Terminated(SystemExit):
+    """Raised by :func:`signals_raise` when the process receives SIGTERM or SIGHUP.
+
+    A ``SystemExit`` whose code is ``128 + signum`` (143 for SIGTERM), so ``except
+    Exception`` does not swallow it, ``finally`` blocks run, and an uncaught one exits the
+    way a shell reports a process killed by that signal."""
+
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+        self.signame = signal.Signals(signum).name
+        super().__init__(128 + signum)
+
+    def __str__(self) -> str:
+        return f"terminated by {self.signame}"
+
+
+@contextlib.contextmanager
+def signals_raise() -> Iterator[None]:
+    """Within the block, SIGTERM and SIGHUP raise :class:`Terminated` instead of killing the
+    process at once, so ``finally`` blocks (temporary-file clean-up) run.
+
+    Only signals whose handler is the default one are taken over (a handler the embedding
+    program installed is left alone), and the previous handlers are restored on exit. Off
+    the main thread (where Python cannot install handlers) it does nothing.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous: dict[int, object] = {}
+
+    def _raise(signum: int, _frame: object) -> None:
+        raise Terminated(signum)
+
+    try:
+        for name in ("SIGTERM", "SIGHUP"):
+            signum = getattr(signal, name, None)
+            if signum is not None and signal.getsignal(signum) is signal.SIG_DFL:
+                previous[signum] = signal.signal(signum, _raise)
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)  # type: ignore[arg-type]

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 from pcreg._fs import atomic_output, check_writable
 from pcreg.api import METHODS
+from pcreg.errors import InputError
 
 __all__ = ["add_method_arguments", "check_outputs", "write_json"]
 
@@ -34,10 +37,35 @@ def add_method_arguments(cmd: argparse.ArgumentParser, default_model: str | None
 
 
 def check_outputs(paths: list[Path | None], force: bool) -> None:
-    """Fail on an existing (without ``force``) or unwritable output before any work."""
+    """Fail before any work on an output path named twice, an existing output (without
+    ``force``), a symbolic link or other non-regular file there, or an unwritable one."""
+    seen: dict[object, Path] = {}
+    for path in paths:
+        if path is None:
+            continue
+        keys: list[object] = [_resolved(path)]
+        with contextlib.suppress(OSError):  # an existing file: the same one by another name
+            st = os.stat(path)
+            keys.append((st.st_dev, st.st_ino))
+        for key in keys:
+            if key in seen:
+                first = seen[key]
+                also = "" if str(first) == str(path) else f" (also named as {str(first)!r})"
+                raise InputError(
+                    path, f"named for two outputs{also}; give each output its own path"
+                )
+        for key in keys:
+            seen[key] = path
     for path in paths:
         if path is not None:
             check_writable(path, overwrite=force)
+
+
+def _resolved(path: Path) -> str:
+    try:
+        return str(Path(path).resolve())
+    except (OSError, RuntimeError):  # a symlink loop: check_writable refuses the link
+        return os.path.abspath(path)
 
 
 def write_json(path: Path, record: dict[str, Any], force: bool) -> None:

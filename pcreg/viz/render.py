@@ -4,14 +4,17 @@ not follow an ``OffscreenRenderer`` in the same process, DESIGN §5), composed w
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
+import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
 
-from pcreg._fs import atomic_output
+from pcreg._fs import _host_tag, _pid_alive, atomic_output
 
 __all__ = [
     "REFERENCE_COLOR",
@@ -37,6 +40,60 @@ def principal_view(points: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarr
     return vecs[:, 2], vecs[:, 1], vecs[:, 0]
 
 
+_XDG_PREFIX = "pcreg-xdg-"
+
+
+@contextlib.contextmanager
+def _render_environment() -> Iterator[None]:
+    """Leave ``os.environ`` as it was, and provide an ``XDG_RUNTIME_DIR`` meanwhile.
+
+    GLFW probes for a Wayland display first and, without ``XDG_RUNTIME_DIR``, prints
+    "error: XDG_RUNTIME_DIR is invalid or not set" before falling back to EGL (rendering
+    works either way). The directory it gets is private and empty (nothing connects to it)
+    and is removed on the way out. One left by a killed process (``pcreg-xdg-<pid>-<tag>-*``)
+    is removed by the next render once that pid is gone. Whatever else changed the
+    environment meanwhile (importing Open3D sets ``TCM_ENABLE``) is undone too: the caller's
+    ``os.environ`` is the same before and after.
+    """
+    before = dict(os.environ)
+    runtime = None
+    try:
+        if not os.environ.get("XDG_RUNTIME_DIR"):
+            _remove_stale_runtime_dirs()
+            runtime = tempfile.mkdtemp(prefix=f"{_XDG_PREFIX}{os.getpid()}-{_host_tag()}-")
+            os.environ["XDG_RUNTIME_DIR"] = runtime
+        yield
+    finally:
+        for key in set(os.environ) - set(before):
+            del os.environ[key]
+        for key, value in before.items():
+            if os.environ.get(key) != value:
+                os.environ[key] = value
+        if runtime is not None:
+            shutil.rmtree(runtime, ignore_errors=True)
+
+
+def _remove_stale_runtime_dirs() -> None:
+    """Remove empty ``pcreg-xdg-<pid>-<tag>-*`` directories of dead processes of this machine."""
+    if os.name == "nt":
+        return
+    pattern = re.compile(
+        re.escape(_XDG_PREFIX) + r"(?P<pid>[0-9]+)-(?P<tag>[0-9a-f]{8})-[A-Za-z0-9_]+"
+    )
+    try:
+        entries = list(os.scandir(tempfile.gettempdir()))
+    except OSError:
+        return
+    for entry in entries:
+        if not entry.name.startswith(_XDG_PREFIX):
+            continue
+        match = pattern.fullmatch(entry.name)
+        if match is None or match["tag"] != _host_tag() or _pid_alive(int(match["pid"])):
+            continue
+        with contextlib.suppress(OSError):  # not empty, not ours, or gone already
+            os.rmdir(entry.path)
+
+
 def render_clouds(
     clouds: Sequence[tuple[np.ndarray, Sequence[float]]],
     *,
@@ -60,13 +117,24 @@ def render_clouds(
     Returns:
         ``(height, width, 3) uint8``.
     """
+    with _render_environment():
+        return _render_clouds(clouds, lines, line_color, width, height, front, up, point_size)
+
+
+def _render_clouds(
+    clouds: Sequence[tuple[np.ndarray, Sequence[float]]],
+    lines: tuple[np.ndarray, np.ndarray] | None,
+    line_color: Sequence[float] | np.ndarray,
+    width: int,
+    height: int,
+    front: Sequence[float] | None,
+    up: Sequence[float] | None,
+    point_size: float,
+) -> np.ndarray:
     import open3d as o3d
 
-    # Headless: GLFW finds no display and Open3D falls back to EGL; keep that quiet. Mesa's
-    # EGL wants a runtime directory, which minimal containers do not set.
+    # Headless: GLFW finds no display and Open3D falls back to EGL; keep that quiet.
     o3d.utility.set_verbosity_level(o3d.utility.VerbosityLevel.Error)
-    if not os.environ.get("XDG_RUNTIME_DIR"):
-        os.environ["XDG_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="pcreg-xdg-")
     vis = o3d.visualization.Visualizer()
     if not vis.create_window(visible=False, width=width, height=height):
         raise RuntimeError("Open3D could not create an offscreen window (no EGL/OpenGL?)")

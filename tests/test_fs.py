@@ -1,0 +1,237 @@
+"""Clean writes (pcreg._fs and the commands' output checks): one path per output, only regular
+files written or replaced, and no temporary file left behind, not even after a SIGKILL once
+the next write to the same target has run."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from pcreg._fs import _host_tag, atomic_output, check_writable
+from pcreg.cli import main
+from pcreg.commands._common import check_outputs
+from pcreg.errors import InputError, OutputExistsError, UnwritableOutputError
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _temps(directory: Path) -> list[str]:
+    return sorted(p.name for p in directory.iterdir() if ".tmp" in p.name)
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def _temp_name(target: str, pid: int, tag: str | None = None) -> str:
+    return f".{target}.pcreg-{pid}-{tag or _host_tag()}-abcd1234.tmp{Path(target).suffix}"
+
+
+# -- one path per output --------------------------------------------------------------------
+
+
+def test_check_outputs_refuses_the_same_path_twice(tmp_path, monkeypatch):
+    (tmp_path / "out").mkdir()
+    same = [tmp_path / "out" / "T.txt", tmp_path / "out" / ".." / "out" / "T.txt"]
+    with pytest.raises(InputError, match="named for two outputs") as err:
+        check_outputs(same, force=True)
+    assert "T.txt" in str(err.value) and "\n" not in str(err.value)
+    assert list((tmp_path / "out").iterdir()) == []
+    # relative against absolute: the same file too
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InputError, match="named for two outputs"):
+        check_outputs([Path("out/T.txt"), None, tmp_path / "out/T.txt"], force=False)
+    check_outputs([tmp_path / "out/T.txt", None, tmp_path / "out/R.png"], force=False)
+
+
+def test_check_outputs_refuses_two_names_of_one_existing_file(tmp_path):
+    (tmp_path / "T.txt").write_text("keep")
+    os.link(tmp_path / "T.txt", tmp_path / "hard.txt")
+    with pytest.raises(InputError, match="named for two outputs"):
+        check_outputs([tmp_path / "T.txt", tmp_path / "hard.txt"], force=True)
+    assert (tmp_path / "T.txt").read_text() == "keep"
+
+
+def test_register_with_one_path_for_out_and_render_writes_nothing(tmp_path, capsys):
+    target = tmp_path / "T.txt"
+    argv = ["register", str(tmp_path / "a.ply"), str(tmp_path / "b.ply"),
+            "--out", str(target), "--render", str(target)]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith(f"pcreg: error: {target}: named for two outputs"), err
+    assert list(tmp_path.iterdir()) == []
+
+
+# -- only regular files ---------------------------------------------------------------------
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_fifo_refused_even_with_force(tmp_path):
+    fifo = tmp_path / "T.txt"
+    os.mkfifo(fifo)
+    for overwrite in (False, True):
+        with pytest.raises(UnwritableOutputError, match="is a FIFO") as err:
+            check_writable(fifo, overwrite=overwrite)
+        assert "\n" not in str(err.value)
+        with (
+            pytest.raises(UnwritableOutputError, match="not a regular file"),
+            atomic_output(fifo, overwrite=overwrite) as tmp,
+        ):
+            tmp.write_text("x")
+    with pytest.raises(UnwritableOutputError, match="FIFO"):
+        check_outputs([fifo], force=True)
+    assert fifo.is_fifo() and _temps(tmp_path) == []
+
+
+def test_symlink_refused_even_with_force(tmp_path):
+    real = tmp_path / "real.txt"
+    real.write_text("keep")
+    link = tmp_path / "T.txt"
+    link.symlink_to(real)
+    dangling = tmp_path / "D.txt"
+    dangling.symlink_to(tmp_path / "nowhere.txt")
+    linked_dir = tmp_path / "L"
+    linked_dir.symlink_to(tmp_path)
+    for path in (link, dangling, linked_dir):
+        for overwrite in (False, True):
+            with pytest.raises(UnwritableOutputError, match="symbolic link") as err:
+                check_writable(path, overwrite=overwrite)
+            assert "remove it or name its target" in str(err.value)
+    with (
+        pytest.raises(UnwritableOutputError, match="symbolic link"),
+        atomic_output(dangling, overwrite=True) as tmp,
+    ):
+        tmp.write_text("x")
+    assert link.is_symlink() and dangling.is_symlink() and real.read_text() == "keep"
+    assert not (tmp_path / "nowhere.txt").exists() and _temps(tmp_path) == []
+
+
+def test_existing_file_message_names_the_flag_and_the_keyword(tmp_path):
+    (tmp_path / "T.txt").write_text("keep")
+    with pytest.raises(OutputExistsError, match=r"use --force, or overwrite=True in Python"):
+        check_writable(tmp_path / "T.txt")
+    with pytest.raises(UnwritableOutputError, match="is a directory"):
+        check_writable(tmp_path, overwrite=True)
+
+
+# -- no temporary file left behind ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("error", [RuntimeError, KeyboardInterrupt])
+def test_exception_inside_atomic_output_leaves_nothing(tmp_path, error):
+    target = tmp_path / "T.txt"
+    with pytest.raises(error), atomic_output(target) as tmp:
+        tmp.write_text("half")
+        raise error("boom")
+    assert list(tmp_path.iterdir()) == []
+    target.write_text("old")
+    with pytest.raises(error), atomic_output(target, overwrite=True) as tmp:
+        tmp.write_text("half")
+        raise error("boom")
+    assert [p.name for p in tmp_path.iterdir()] == ["T.txt"] and target.read_text() == "old"
+
+
+def test_temp_file_names_carry_the_writer_pid(tmp_path):
+    with atomic_output(tmp_path / "T.txt") as tmp:
+        assert tmp.name.startswith(f".T.txt.pcreg-{os.getpid()}-{_host_tag()}-")
+        assert tmp.name.endswith(".tmp.txt") and tmp.parent == tmp_path
+        tmp.write_text("new")
+    assert (tmp_path / "T.txt").read_text() == "new" and _temps(tmp_path) == []
+
+
+def test_stale_temp_of_dead_pid_removed_by_next_write_live_ones_kept(tmp_path):
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        dead_pid = _dead_pid()
+        stale = tmp_path / _temp_name("T.txt", dead_pid)
+        alive = tmp_path / _temp_name("T.txt", live.pid)
+        mine = tmp_path / _temp_name("T.txt", os.getpid())
+        elsewhere = tmp_path / _temp_name("T.txt", dead_pid, tag="0badf00d")  # other machine
+        other_target = tmp_path / _temp_name("R.txt", dead_pid)
+        for path in (stale, alive, mine, elsewhere, other_target):
+            path.write_text("partial")
+        with atomic_output(tmp_path / "T.txt") as tmp:
+            tmp.write_text("new")
+        assert not stale.exists()
+        assert alive.exists() and mine.exists() and elsewhere.exists() and other_target.exists()
+        assert (tmp_path / "T.txt").read_text() == "new"
+        check_writable(tmp_path / "R.txt")  # the up-front check clears them too
+        assert not other_target.exists()
+    finally:
+        live.kill()
+        live.wait()
+
+
+_WRITER = """
+import sys, time
+from pcreg._fs import atomic_output, signals_raise
+target, ready = sys.argv[1:3]
+with signals_raise():
+    with atomic_output(target, overwrite=True) as tmp:
+        tmp.write_text("partial")
+        open(ready, "w").close()
+        time.sleep(60)
+        tmp.write_text("never")
+"""
+
+
+def _start_writer(tmp_path: Path, target: Path) -> subprocess.Popen[bytes]:
+    ready = tmp_path / "ready"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(_WRITER), str(target), str(ready)], env=env
+    )
+    for _ in range(600):
+        if ready.exists() or proc.poll() is not None:
+            break
+        time.sleep(0.05)
+    assert ready.exists(), f"writer did not start (exit {proc.poll()})"
+    ready.unlink()
+    return proc
+
+
+def test_sigkill_leaves_at_most_one_temp_that_the_next_write_removes(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    target = out / "T.txt"
+    proc = _start_writer(tmp_path, target)
+    proc.send_signal(signal.SIGKILL)
+    assert proc.wait() == -signal.SIGKILL
+    left = _temps(out)
+    assert len(left) <= 1 and not target.exists(), left
+    with atomic_output(target) as tmp:
+        tmp.write_text("second")
+    assert _temps(out) == [] and target.read_text() == "second"
+
+
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGHUP"])
+def test_sigterm_inside_signals_raise_removes_the_temp(tmp_path, signame):
+    target = tmp_path / "out" / "T.txt"
+    target.parent.mkdir()
+    target.write_text("old")
+    proc = _start_writer(tmp_path, target)
+    proc.send_signal(getattr(signal, signame))
+    assert proc.wait() == 128 + getattr(signal, signame)
+    assert _temps(target.parent) == [] and target.read_text() == "old"
+
+
+def test_signals_raise_restores_the_handlers():
+    from pcreg._fs import Terminated, signals_raise
+
+    before = signal.getsignal(signal.SIGTERM)
+    with signals_raise():
+        assert signal.getsignal(signal.SIGTERM) is not before
+        with pytest.raises(Terminated) as err:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)  # the handler raises at the next bytecode boundary
+    assert err.value.code == 143 and "SIGTERM" in str(err.value)
+    assert signal.getsignal(signal.SIGTERM) is before
