@@ -1,14 +1,16 @@
 """Reading and writing point clouds and 4x4 transforms, with validation and clear errors.
 
-Points come back as ``(N, 3) float32`` arrays in the file's units (metres for every dataset
-pcreg knows). Transforms are ``(4, 4) float64`` matrices ``T_ref_src`` in the column-vector
-convention ``ref = R @ src + t`` (DESIGN §2).
+Points come back as ``(N, 3) float64`` arrays in the file's units (metres for every dataset
+pcreg knows): values stored as float32 convert exactly, and georeferenced coordinates (UTM
+eastings of 5e5 m, northings of 4.2e6 m) keep the millimetres float32 would lose.
+Transforms are ``(4, 4) float64`` matrices ``T_ref_src`` in the column-vector convention
+``ref = R @ src + t`` (DESIGN §2).
 
 Supported point formats (by extension, case-insensitive):
 
 =============  =====================================================================
-``.ply``       Open3D reader (vertices of a point cloud or a mesh)
-``.pcd``       Open3D reader
+``.ply``       ASCII or binary (either byte order); the vertices of a point cloud or a mesh
+``.pcd``       DATA ascii, binary or binary_compressed
 ``.npy``       array ``(N, C)``, C >= 3; the first three columns are x, y, z
 ``.npz``       key ``points`` (or ``xyz``, or the only array in the archive)
 ``.bin``       KITTI Velodyne: float32 records x, y, z, intensity (16 bytes each)
@@ -17,7 +19,11 @@ Supported point formats (by extension, case-insensitive):
 =============  =====================================================================
 
 Every failure raises a subclass of :class:`pcreg.errors.InputError` whose message starts
-with the file path. Writers are atomic and refuse to overwrite unless ``overwrite=True``.
+with the file path and fits on one line. A truncated or corrupt file is a
+:class:`~pcreg.errors.CorruptFileError`, never a cloud padded or cut short: PLY, PCD and LAS
+point counts are checked against the header and the data actually present
+(:mod:`pcreg.io_formats`), and no reader prints anything. Writers are atomic and refuse to
+overwrite unless ``overwrite=True``.
 """
 
 from __future__ import annotations
@@ -40,8 +46,8 @@ from pcreg.errors import (
     NonRigidTransformError,
     ShapeError,
     UnknownFormatError,
-    UnwritableOutputError,
 )
+from pcreg.io_formats import read_las, read_pcd, read_ply, write_ply
 
 __all__ = [
     "POINT_READ_FORMATS",
@@ -104,7 +110,9 @@ def _check_file(path: Path, formats: tuple[str, ...], what: str) -> str:
 def validate_points(
     points: np.ndarray, source: PathLike = "points", *, nan_policy: NanPolicy = "error"
 ) -> np.ndarray:
-    """Check an array of points and return it as a contiguous ``(N, 3) float32`` array.
+    """Check an array of points and return it as a contiguous ``(N, 3) float64`` array.
+
+    Float32 and integer inputs convert exactly; the result is always a new array.
 
     Args:
         points: array-like ``(N, C)`` with ``C >= 3``; columns beyond the third are ignored.
@@ -115,7 +123,10 @@ def validate_points(
         ShapeError: not 2-D, or fewer than 3 columns, or not numeric.
         NonFiniteError: NaN/Inf present and ``nan_policy == "error"``.
         EmptyCloudError: no points (before or after dropping).
+        ValueError: ``nan_policy`` is neither ``"error"`` nor ``"drop"``.
     """
+    if nan_policy not in ("error", "drop"):
+        raise ValueError(f"nan_policy must be 'error' or 'drop', got {nan_policy!r}")
     try:
         arr = np.asarray(points)
     except Exception as exc:  # ragged lists and similar
@@ -126,19 +137,17 @@ def validate_points(
         raise ShapeError(source, f"expected an (N, 3) array of points, got shape {arr.shape}")
     if arr.shape[0] == 0:
         raise EmptyCloudError(source, "point cloud is empty (0 points)")
-    with np.errstate(over="ignore"):  # |x| > 3.4e38 becomes inf and is reported below
-        xyz = arr[:, :3].astype(np.float32)
+    with np.errstate(over="ignore"):  # a long double beyond 1.8e308 becomes inf: reported
+        xyz = np.array(arr[:, :3], dtype=np.float64, order="C")
     finite = np.isfinite(xyz).all(axis=1)
     if not finite.all():
         bad = int((~finite).sum())
         if nan_policy == "error":
             raise NonFiniteError(
                 source,
-                f"{bad} of {len(xyz)} points have NaN/Inf coordinates "
-                "(use nan_policy='drop' to remove them)",
+                f"{bad} of {len(xyz)} points have NaN/Inf coordinates (pass "
+                "--drop-nonfinite, or nan_policy='drop' in Python, to remove them)",
             )
-        if nan_policy != "drop":
-            raise ValueError(f"nan_policy must be 'error' or 'drop', got {nan_policy!r}")
         logger.warning(
             "%s: dropped %d of %d points with NaN/Inf coordinates", os.fspath(source), bad, len(xyz)
         )
@@ -146,109 +155,6 @@ def validate_points(
         if len(xyz) == 0:
             raise EmptyCloudError(source, "no finite points left after dropping NaN/Inf")
     return np.ascontiguousarray(xyz)
-
-
-def _sniff_header(path: Path, suffix: str) -> None:
-    """Reject files whose first bytes cannot belong to the claimed text-header format."""
-    with open(path, "rb") as handle:
-        head = handle.read(256)
-    if not head:
-        raise CorruptFileError(path, "file is empty (0 bytes)")
-    if suffix == ".ply" and not head.startswith(b"ply"):
-        raise CorruptFileError(path, "not a PLY file (missing 'ply' magic in the header)")
-    if suffix == ".pcd":
-        text = head.lstrip()
-        if not (
-            text.startswith(b"#")
-            or text.upper().startswith(b"VERSION")
-            or text.upper().startswith(b"FIELDS")
-        ):
-            raise CorruptFileError(
-                path, "not a PCD file (header does not start with '#' or VERSION)"
-            )
-
-
-_PLY_SIZES = {
-    "char": 1, "uchar": 1, "int8": 1, "uint8": 1, "short": 2, "ushort": 2, "int16": 2,
-    "uint16": 2, "int": 4, "uint": 4, "int32": 4, "uint32": 4, "float": 4, "float32": 4,
-    "double": 8, "float64": 8,
-}  # fmt: skip
-
-
-def _declared_bytes_ply(header: list[str]) -> tuple[int, int, bool]:
-    """(declared vertices, fewest body bytes the header implies, binary?) of a PLY header."""
-    binary = any(ln.startswith("format binary") for ln in header)
-    vertices, need, count, row = 0, 0, 0, 0
-    for line in [*header, "element end 0"]:
-        parts = line.split()
-        if parts[:1] == ["element"] and len(parts) == 3:
-            need += count * (row if binary else 2)  # an ASCII row is at least "v\n"
-            count, row = int(parts[2]), 0
-            vertices = count if parts[1] == "vertex" else vertices
-        elif parts[:1] == ["property"] and len(parts) >= 3:
-            # a list property is at least its length field
-            row += _PLY_SIZES.get(parts[2] if parts[1] == "list" else parts[1], 1)
-    return vertices, need, binary
-
-
-def _declared_bytes_pcd(header: list[str]) -> tuple[int, int, bool]:
-    fields = {ln.split()[0].upper(): ln.split()[1:] for ln in header if ln.split()}
-    points = int(fields.get("POINTS", ["0"])[0])
-    sizes = [int(v) for v in fields.get("SIZE", [])]
-    counts = [int(v) for v in fields.get("COUNT", ["1"] * len(sizes))]
-    data = (fields.get("DATA", ["ascii"]) or ["ascii"])[0].lower()
-    row = sum(a * b for a, b in zip(sizes, counts, strict=False))
-    if data == "binary":
-        return points, points * row, True
-    if data == "binary_compressed":  # LZF expands at most ~100x; anything beyond is a lie
-        return points, points * row // 100, True
-    return points, points * 2, False
-
-
-def _check_declared_size(path: Path, suffix: str) -> None:
-    """Reject headers that promise more points than the file can hold: Open3D would try to
-    allocate them (a corrupt count of 10^9 costs gigabytes and minutes) before failing."""
-    with open(path, "rb") as handle:
-        head = handle.read(1 << 16)
-    end = b"end_header" if suffix == ".ply" else b"\nDATA"
-    stop = head.find(end)
-    if stop < 0:
-        raise CorruptFileError(path, f"no complete {suffix[1:].upper()} header found")
-    body_start = head.find(b"\n", stop + 1) + 1 if head.find(b"\n", stop + 1) >= 0 else len(head)
-    try:
-        header = head[:body_start].decode("ascii").splitlines()
-        parse = _declared_bytes_ply if suffix == ".ply" else _declared_bytes_pcd
-        count, need, _ = parse(header)
-    except (UnicodeDecodeError, ValueError, IndexError):
-        raise CorruptFileError(path, f"unreadable {suffix[1:].upper()} header") from None
-    have = path.stat().st_size - body_start
-    if count < 0 or need > have:
-        raise CorruptFileError(
-            path,
-            f"header declares {count} points (>= {need} bytes of data) but only {have} bytes "
-            "follow it: truncated or corrupt",
-        )
-
-
-def _read_open3d(path: Path, suffix: str) -> np.ndarray:
-    _sniff_header(path, suffix)
-    _check_declared_size(path, suffix)
-    try:
-        import open3d as o3d
-    except ImportError as exc:  # pragma: no cover - open3d is a core dependency
-        raise ImportError(
-            f"reading {suffix} files needs open3d: pip install open3d-cpu (Linux x86_64) or open3d"
-        ) from exc
-    fmt = suffix[1:]
-    try:
-        cloud = o3d.t.io.read_point_cloud(str(path), format=fmt)
-    except Exception as exc:
-        raise CorruptFileError(path, f"cannot be read as {fmt.upper()} ({exc})") from exc
-    if "positions" not in cloud.point:
-        raise CorruptFileError(
-            path, f"no vertex positions found: file is empty or unreadable as {fmt.upper()}"
-        )
-    return cloud.point.positions.numpy()
 
 
 def _read_npy(path: Path) -> np.ndarray:
@@ -317,18 +223,6 @@ def _read_text(path: Path) -> np.ndarray:
     return np.asarray(rows, dtype=np.float64)
 
 
-def _read_las(path: Path) -> np.ndarray:
-    try:
-        import laspy
-    except ImportError as exc:  # pragma: no cover - laspy is a core dependency
-        raise ImportError("reading .las/.laz needs laspy: pip install 'laspy[lazrs]'") from exc
-    try:
-        data = laspy.read(path)
-        return np.stack([np.asarray(data.x), np.asarray(data.y), np.asarray(data.z)], axis=1)
-    except Exception as exc:
-        raise CorruptFileError(path, f"cannot be read as LAS/LAZ ({exc})") from exc
-
-
 def read_points(path: PathLike, *, nan_policy: NanPolicy = "error") -> np.ndarray:
     """Read a point cloud file.
 
@@ -337,8 +231,10 @@ def read_points(path: PathLike, *, nan_policy: NanPolicy = "error") -> np.ndarra
         nan_policy: ``"error"`` (default) or ``"drop"`` rows with NaN/Inf (logged as a warning).
 
     Returns:
-        ``(N, 3) float32`` coordinates, N >= 1, all finite. Units are the file's (metres for
-        3DMatch, KITTI and pcreg's own outputs).
+        ``(N, 3) float64`` coordinates, N >= 1, all finite (float32 values in the file
+        convert exactly). Units are the file's (metres for 3DMatch, KITTI and pcreg's own
+        outputs). Callers that feed a network cast to float32 themselves, after centring
+        when the coordinates are large.
 
     Raises:
         UnknownFormatError, MissingFileError, CorruptFileError, EmptyCloudError,
@@ -346,8 +242,10 @@ def read_points(path: PathLike, *, nan_policy: NanPolicy = "error") -> np.ndarra
     """
     path = Path(path)
     suffix = _check_file(path, POINT_READ_FORMATS, "point cloud")
-    if suffix in (".ply", ".pcd"):
-        raw = _read_open3d(path, suffix)
+    if suffix == ".ply":
+        raw = read_ply(path)
+    elif suffix == ".pcd":
+        raw = read_pcd(path)
     elif suffix == ".npy":
         raw = _read_npy(path)
     elif suffix == ".npz":
@@ -355,33 +253,38 @@ def read_points(path: PathLike, *, nan_policy: NanPolicy = "error") -> np.ndarra
     elif suffix == ".bin":
         raw = _read_kitti_bin(path)
     elif suffix in (".las", ".laz"):
-        raw = _read_las(path)
+        raw = read_las(path)
     else:
         raw = _read_text(path)
     return validate_points(raw, path, nan_policy=nan_policy)
 
 
 def write_points(path: PathLike, points: np.ndarray, *, overwrite: bool = False) -> Path:
-    """Write ``(N, 3)`` points atomically as ``.ply`` (binary, float32) or ``.npy`` (float32).
+    """Write ``(N, 3)`` points atomically as ``.ply`` (binary little-endian) or ``.npy``.
+
+    The values are stored as float32 when that loses nothing (float32 input, or values that
+    happen to be float32 numbers), else as float64, so that what :func:`read_points` returns
+    equals what was written, to the bit (georeferenced coordinates included).
 
     Raises:
         UnknownFormatError: extension not in :data:`POINT_WRITE_FORMATS`.
         OutputExistsError: ``path`` exists and ``overwrite`` is False.
         UnwritableOutputError: the directory is missing or not writable.
+        ShapeError, NonFiniteError, EmptyCloudError: ``points`` is not a finite cloud.
     """
     path = Path(path)
     suffix = _check_suffix(path, POINT_WRITE_FORMATS, "point output")
     xyz = validate_points(points, "points")
+    with np.errstate(over="ignore"):
+        single = xyz.astype(np.float32)
+    if np.array_equal(single, xyz):
+        xyz = single
     with atomic_output(path, overwrite=overwrite) as tmp:
         if suffix == ".npy":
             with open(tmp, "wb") as handle:
                 np.save(handle, xyz)
         else:
-            import open3d as o3d
-
-            cloud = o3d.t.geometry.PointCloud(o3d.core.Tensor(xyz))
-            if not o3d.t.io.write_point_cloud(str(tmp), cloud, write_ascii=False):
-                raise UnwritableOutputError(path, "Open3D failed to write the PLY file")
+            write_ply(tmp, xyz, xyz.dtype)
     return path
 
 

@@ -117,10 +117,10 @@ def test_point_readers_survive_malformed_files(tmp_path):
         points, err = _check(read_points, path)
         if err is not None:
             assert str(err).startswith(str(path)), str(err)  # the message names the file
-            assert "\n" not in str(err).strip() or len(str(err)) < 2000
+            assert "\n" not in str(err)  # one line
             outcomes["error"] += 1
         else:
-            assert points.dtype == np.float32 and points.ndim == 2 and points.shape[1] == 3
+            assert points.dtype == np.float64 and points.ndim == 2 and points.shape[1] == 3
             assert len(points) >= 1 and np.isfinite(points).all()
             outcomes["ok"] += 1
         path.unlink()

@@ -49,7 +49,9 @@ def raises_naming(exc_type, path):
 def test_read_write_roundtrip_ply_npy(tmp_path, cloud):
     for name in ("c.ply", "c.npy"):
         path = io.write_points(tmp_path / name, cloud)
-        np.testing.assert_array_equal(io.read_points(path), cloud)
+        back = io.read_points(path)
+        assert back.dtype == np.float64
+        np.testing.assert_array_equal(back, cloud)
 
 
 def test_read_text_formats(tmp_path, cloud):
@@ -91,8 +93,11 @@ def test_read_kitti_bin_npz_pcd_las(tmp_path, cloud):
 
 @pytest.mark.data
 def test_reads_real_kitti_scan(shared_data):
-    pts = io.read_points(shared_data / "kitti00_scancontext/000094.bin")
-    assert pts.shape == (1945888 // 16, 3) and pts.dtype == np.float32
+    path = shared_data / "kitti00_scancontext/000094.bin"
+    pts = io.read_points(path)
+    assert pts.shape == (1945888 // 16, 3) and pts.dtype == np.float64
+    raw = np.fromfile(path, np.float32).reshape(-1, 4)[:, :3]
+    np.testing.assert_array_equal(pts, raw)  # float32 values convert exactly
     assert 50 < np.abs(pts[:, :2]).max() < 130  # HDL-64 range, metres
 
 

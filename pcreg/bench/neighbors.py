@@ -36,7 +36,8 @@ def load_benchmark_cloud(shared_data: Path | None, seed: int = 0) -> tuple[np.nd
     if shared_data is not None and (shared_data / KITTI_SCAN).exists():
         from pcreg.io import read_points
 
-        return read_points(shared_data / KITTI_SCAN), f"real KITTI scan 00/000094 ({KITTI_SCAN})"
+        scan = read_points(shared_data / KITTI_SCAN).astype(np.float32)  # float64 -> float32
+        return scan, f"real KITTI scan 00/000094 ({KITTI_SCAN})"
     rng = np.random.default_rng(seed)
     n = 121_000
     pts = rng.uniform(-40, 40, size=(n, 3)).astype(np.float32)

@@ -95,7 +95,8 @@ def real_cases(shared_data: Path, draws: int = 10, seed: int = 0) -> list[Case]:
     g = torch.Generator().manual_seed(seed)
     cases = []
     for p in real_pairs(shared_data):
-        src, ref = read_points(p.src), read_points(p.ref)
+        # float32 as the methods always had it (read_points gives float64)
+        src, ref = read_points(p.src).astype(np.float32), read_points(p.ref).astype(np.float32)
         for _ in range(draws):
             cases.append(_moved(p.name, p.setting, src, ref, np.asarray(p.gt), g))
     return cases

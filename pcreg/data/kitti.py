@@ -186,7 +186,7 @@ class KittiPairs:
         path = self.scan_path(seq, frame, rel)
         if path.suffix == ".npy":
             return np.load(path).astype(np.float32)[:, :3]
-        return read_points(path)
+        return read_points(path).astype(np.float32)  # read_points gives float64
 
     def __len__(self) -> int:
         return len(self.records)

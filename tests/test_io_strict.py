@@ -1,0 +1,441 @@
+"""pcreg.io readers are strict and keep float64: a truncated or corrupt PLY/PCD/LAS is an
+error (never zero-padded or cut short), NaN/Inf are refused, georeferenced coordinates
+survive to the bit, and no reader prints anything."""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import pytest
+
+from pcreg import io
+from pcreg.errors import CorruptFileError, EmptyCloudError, NonFiniteError
+
+N = 500
+
+# (name, suffix, header format / DATA kind)
+PLY_KINDS = [
+    ("ply-ascii", "ascii"),
+    ("ply-binary-le", "binary_little_endian"),
+    ("ply-binary-be", "binary_big_endian"),
+]
+PCD_KINDS = [("pcd-ascii", "ascii"), ("pcd-binary", "binary")]
+ALL_KINDS = [(name, kind) for name, kind in PLY_KINDS + PCD_KINDS]
+
+
+@pytest.fixture(autouse=True)
+def _silent(capfd):
+    """Nothing a reader does may reach stdout or stderr (Open3D/RPly used to print)."""
+    yield
+    out, err = capfd.readouterr()
+    assert out == "" and err == "", (out, err)
+
+
+def utm_cloud(n: int = N, seed: int = 0) -> np.ndarray:
+    """float64 points at UTM-like offsets (easting 5e5 m, northing 4.2e6 m) with sub-mm
+    detail that float32 (spacing 0.5 m at 4.2e6) cannot hold."""
+    rng = np.random.default_rng(seed)
+    return rng.uniform(-50, 50, (n, 3)) + np.array([512_345.0, 4_212_345.0, 120.0])
+
+
+def ply_bytes(
+    xyz: np.ndarray,
+    fmt: str = "ascii",
+    *,
+    ptype: str = "double",
+    faces: list[list[int]] | None = None,
+    faces_first: bool = False,
+) -> bytes:
+    """A PLY of ``xyz`` (vertex properties x, y, z of type ``ptype``, plus an ``nx`` double and
+    a ``red`` uchar between them), optionally with a face element (list uchar int)."""
+    vertex = [
+        f"element vertex {len(xyz)}",
+        f"property {ptype} x",
+        "property double nx",
+        f"property {ptype} y",
+        "property uchar red",
+        f"property {ptype} z",
+    ]
+    face = [f"element face {len(faces)}", "property list uchar int vertex_indices"] if faces else []
+    elements = face + vertex if faces_first else vertex + face
+    header = ["ply", f"format {fmt} 1.0", "comment test", *elements, "end_header"]
+    out = ("\n".join(header) + "\n").encode()
+    vals = xyz.astype(np.dtype({"double": "f8", "float": "f4", "int": "i4", "short": "i2"}[ptype]))
+    if fmt == "ascii":
+        rows = [f"{x!r} 0.5 {y!r} 7 {z!r}" for x, y, z in vals.tolist()]
+        face_rows = [" ".join(map(str, [len(f), *f])) for f in faces or []]
+        body = face_rows + rows if faces_first else rows + face_rows
+        return out + ("\n".join(body) + "\n").encode()
+    order = "<" if fmt == "binary_little_endian" else ">"
+    code = order + vals.dtype.str[1:]
+    layout = np.dtype([("x", code), ("nx", order + "f8"), ("y", code), ("red", "u1"), ("z", code)])
+    table = np.zeros(len(xyz), layout)
+    table["x"], table["y"], table["z"], table["nx"], table["red"] = *vals.T, 0.5, 7
+    face_bytes = b"".join(struct.pack(f"{order}B{len(f)}i", len(f), *f) for f in faces or [])
+    return out + (face_bytes + table.tobytes() if faces_first else table.tobytes() + face_bytes)
+
+
+def pcd_bytes(xyz: np.ndarray, data: str = "ascii", *, size: int = 8) -> bytes:
+    """A PCD of ``xyz`` with fields x y z intensity (x, y, z of ``size`` bytes)."""
+    header = (
+        "# .PCD v0.7 - Point Cloud Data file format\nVERSION 0.7\nFIELDS x y z intensity\n"
+        f"SIZE {size} {size} {size} 4\nTYPE F F F F\nCOUNT 1 1 1 1\nWIDTH {len(xyz)}\n"
+        f"HEIGHT 1\nVIEWPOINT 0 0 0 1 0 0 0\nPOINTS {len(xyz)}\nDATA {data}\n"
+    ).encode()
+    vals = xyz.astype(f"<f{size}")
+    if data == "ascii":
+        return (
+            header
+            + ("\n".join(f"{x!r} {y!r} {z!r} 1.5" for x, y, z in vals.tolist()) + "\n").encode()
+        )
+    table = np.zeros(
+        len(xyz), [("x", f"<f{size}"), ("y", f"<f{size}"), ("z", f"<f{size}"), ("i", "<f4")]
+    )
+    table["x"], table["y"], table["z"], table["i"] = *vals.T, 1.5
+    return header + table.tobytes()
+
+
+def make(name: str, kind: str, xyz: np.ndarray, **kw) -> tuple[str, bytes]:
+    if name.startswith("ply"):
+        return ".ply", ply_bytes(xyz, kind, **kw)
+    return ".pcd", pcd_bytes(xyz, kind, **kw)
+
+
+def header_lines(data: bytes) -> int:
+    """Lines in a PLY/PCD header (up to end_header / DATA)."""
+    marker = b"end_header\n" if data.startswith(b"ply") else b"DATA ascii\n"
+    return data[: data.index(marker) + len(marker)].count(b"\n")
+
+
+@pytest.mark.parametrize(("name", "kind"), ALL_KINDS)
+def test_utm_coordinates_round_trip_exactly(tmp_path, name, kind):
+    xyz = utm_cloud()
+    suffix, data = make(name, kind, xyz)
+    path = tmp_path / f"c{suffix}"
+    path.write_bytes(data)
+    got = io.read_points(path)
+    assert got.dtype == np.float64 and got.shape == (N, 3) and got.flags.c_contiguous
+    np.testing.assert_allclose(got, xyz, rtol=0, atol=1e-9)
+    np.testing.assert_array_equal(got, xyz)  # in fact to the bit
+    np.testing.assert_array_equal(io.read_points(path), got)  # and the same every time
+
+
+@pytest.mark.parametrize(("name", "kind"), ALL_KINDS)
+def test_float32_values_convert_exactly(tmp_path, name, kind):
+    xyz = utm_cloud().astype(np.float32)
+    opts = {"ptype": "float"} if name.startswith("ply") else {"size": 4}
+    suffix, data = make(name, kind, xyz.astype(np.float64), **opts)
+    (tmp_path / f"c{suffix}").write_bytes(data)
+    np.testing.assert_array_equal(io.read_points(tmp_path / f"c{suffix}"), xyz)
+
+
+@pytest.mark.parametrize("ply_type", ["int", "short"])
+@pytest.mark.parametrize("fmt", ["ascii", "binary_big_endian"])
+def test_ply_integer_coordinates(tmp_path, ply_type, fmt):
+    xyz = np.arange(30.0).reshape(10, 3) - 7
+    (tmp_path / "i.ply").write_bytes(ply_bytes(xyz, fmt, ptype=ply_type))
+    np.testing.assert_array_equal(io.read_points(tmp_path / "i.ply"), xyz)
+
+
+@pytest.mark.parametrize("fraction", [0.1, 0.5, 0.9])
+@pytest.mark.parametrize(("name", "kind"), ALL_KINDS)
+def test_truncated_files_are_errors(tmp_path, name, kind, fraction):
+    suffix, data = make(name, kind, utm_cloud())
+    path = tmp_path / f"cut{suffix}"
+    path.write_bytes(data[: int(len(data) * fraction)])
+    with pytest.raises(CorruptFileError) as info:
+        io.read_points(path)
+    message = str(info.value)
+    assert message.startswith(f"{path}: ") and "\n" not in message
+
+
+@pytest.mark.parametrize("name", ["ply", "pcd"])
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [("token", "non-numeric value 'a1.5'"), ("short", "found 2"), ("long", "found 6")],
+)
+def test_corrupt_middle_line_is_named(tmp_path, name, change, words):
+    suffix, data = make(f"{name}-ascii", "ascii", utm_cloud())
+    lines = data.split(b"\n")
+    number = header_lines(data) + 251  # the 251st point
+    tokens = lines[number - 1].split()
+    if change == "token":
+        tokens[1] = b"a1.5"
+    elif change == "short":
+        tokens = tokens[:2]
+    else:
+        tokens += [b"1"] * (6 - len(tokens))
+    lines[number - 1] = b" ".join(tokens)
+    path = tmp_path / f"c{suffix}"
+    path.write_bytes(b"\n".join(lines))
+    with pytest.raises(CorruptFileError) as info:
+        io.read_points(path)
+    assert f"line {number}:" in str(info.value) and words in str(info.value), str(info.value)
+
+
+@pytest.mark.parametrize(("name", "kind"), ALL_KINDS)
+def test_count_mismatch_and_absurd_counts(tmp_path, name, kind):
+    suffix, data = make(name, kind, utm_cloud())
+    tag = b"vertex 500" if name.startswith("ply") else b"POINTS 500"
+    for count in (b"499", b"501", b"1000000000"):
+        changed = data.replace(tag, tag[:-3] + count)
+        if name.startswith("pcd"):
+            changed = changed.replace(b"WIDTH 500", b"WIDTH " + count)
+        path = tmp_path / f"n{count.decode()}{suffix}"
+        path.write_bytes(changed)
+        with pytest.raises(CorruptFileError):
+            io.read_points(path)
+
+
+def test_pcd_width_height_must_match_points(tmp_path):
+    data = pcd_bytes(utm_cloud(), "binary").replace(b"WIDTH 500", b"WIDTH 400")
+    (tmp_path / "c.pcd").write_bytes(data)
+    with pytest.raises(CorruptFileError, match="WIDTH 400 x HEIGHT 1 != POINTS 500"):
+        io.read_points(tmp_path / "c.pcd")
+
+
+@pytest.mark.parametrize("token", ["inf", "-inf", "nan", "NaN", "1e999"])
+@pytest.mark.parametrize("name", ["ply", "pcd"])
+def test_non_finite_text_values(tmp_path, name, token):
+    xyz = utm_cloud(20)
+    suffix, data = make(f"{name}-ascii", "ascii", xyz)
+    lines = data.split(b"\n")
+    row = header_lines(data) + 5
+    parts = lines[row - 1].split()
+    parts[2 if name == "ply" else 1] = token.encode()  # the y value
+    lines[row - 1] = b" ".join(parts)
+    path = tmp_path / f"c{suffix}"
+    path.write_bytes(b"\n".join(lines))
+    with pytest.raises(NonFiniteError) as info:
+        io.read_points(path)
+    message = str(info.value)
+    assert "1 of 20 points" in message and "--drop-nonfinite" in message
+    assert "use nan_policy" not in message
+    kept = io.read_points(path, nan_policy="drop")
+    np.testing.assert_array_equal(kept, np.delete(xyz, 4, axis=0))
+
+
+@pytest.mark.parametrize(("name", "kind"), [k for k in ALL_KINDS if k[1] != "ascii"])
+def test_non_finite_binary_values(tmp_path, name, kind):
+    xyz = utm_cloud(20)
+    xyz[3, 0], xyz[7, 2] = np.inf, np.nan
+    suffix, data = make(name, kind, xyz)
+    (tmp_path / f"c{suffix}").write_bytes(data)
+    with pytest.raises(NonFiniteError, match="2 of 20 points"):
+        io.read_points(tmp_path / f"c{suffix}")
+    assert io.read_points(tmp_path / f"c{suffix}", nan_policy="drop").shape == (18, 3)
+
+
+TRIANGLES = [[0, 1, 2], [2, 3, 4], [5, 6, 7]]
+MIXED = [[0, 1, 2], [2, 3, 4, 5], [5, 6, 7], [1, 2, 3, 4, 5]]
+
+
+@pytest.mark.parametrize("faces", [TRIANGLES, MIXED], ids=["triangles", "mixed"])
+@pytest.mark.parametrize("faces_first", [False, True], ids=["faces-after", "faces-before"])
+@pytest.mark.parametrize("fmt", [k for _, k in PLY_KINDS])
+def test_mesh_ply_reads_its_vertices(tmp_path, fmt, faces, faces_first):
+    xyz = utm_cloud(8)
+    data = ply_bytes(xyz, fmt, faces=faces, faces_first=faces_first)
+    (tmp_path / "mesh.ply").write_bytes(data)
+    np.testing.assert_array_equal(io.read_points(tmp_path / "mesh.ply"), xyz)
+    # cut inside the faces (last element) or the vertices: an error either way
+    (tmp_path / "cut.ply").write_bytes(data[:-30])
+    with pytest.raises(CorruptFileError):
+        io.read_points(tmp_path / "cut.ply")
+
+
+def test_mesh_ply_bad_face_row(tmp_path):
+    data = ply_bytes(utm_cloud(8), "ascii", faces=TRIANGLES)
+    (tmp_path / "m.ply").write_bytes(data.replace(b"\n3 2 3 4\n", b"\n3 2 3\n"))
+    with pytest.raises(CorruptFileError, match="malformed face row"):
+        io.read_points(tmp_path / "m.ply")
+
+
+@pytest.mark.parametrize("fmt", ["ascii", "binary_little_endian"])
+def test_trailing_data_is_an_error(tmp_path, fmt):
+    xyz = utm_cloud(10)
+    extra = ply_bytes(utm_cloud(1), fmt)
+    extra = extra[extra.index(b"end_header\n") + 11 :]
+    (tmp_path / "c.ply").write_bytes(ply_bytes(xyz, fmt) + extra)
+    with pytest.raises(CorruptFileError, match="follow the last PLY element"):
+        io.read_points(tmp_path / "c.ply")
+
+
+@pytest.mark.parametrize(
+    ("header", "words"),
+    [
+        (b"ply\nformat ascii 1.0\nelement face 0\nend_header\n", "no 'vertex' element"),
+        (b"ply\nformat ascii 1.0\nelement vertex 1\nproperty float x\nend_header\n1\n", "'y'"),
+        (b"ply\nelement vertex 1\nproperty float x\nend_header\n1\n", "no format line"),
+        (b"ply\nformat ascii 1.0\nelement vertex 1\nproperty half x\nend_header\n", "bad property"),
+        (b"ply\nformat ascii 1.0\nelement vertex 1\n", "no end_header"),
+    ],
+)
+def test_bad_ply_headers(tmp_path, header, words):
+    (tmp_path / "h.ply").write_bytes(header)
+    with pytest.raises(CorruptFileError, match=words):
+        io.read_points(tmp_path / "h.ply")
+
+
+def test_empty_vertex_element_is_an_empty_cloud(tmp_path):
+    (tmp_path / "e.ply").write_bytes(ply_bytes(np.zeros((0, 3)), "binary_little_endian"))
+    with pytest.raises(EmptyCloudError):
+        io.read_points(tmp_path / "e.ply")
+
+
+@pytest.mark.open3d
+def test_binary_compressed_pcd(tmp_path):
+    o3d = pytest.importorskip("open3d")
+    xyz = utm_cloud(2000).astype(np.float32)
+    xyz[:1000] = xyz[0]  # repeated rows: LZF back-references, overlapping ones too
+    cloud = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(xyz.astype(np.float64)))
+    path = tmp_path / "c.pcd"
+    assert o3d.io.write_point_cloud(str(path), cloud, compressed=True)
+    data = path.read_bytes()
+    assert b"DATA binary_compressed" in data
+    np.testing.assert_array_equal(io.read_points(path), xyz.astype(np.float64))
+    for fraction in (0.5, 0.9, 0.999):
+        (tmp_path / "cut.pcd").write_bytes(data[: int(len(data) * fraction)])
+        with pytest.raises(CorruptFileError, match="truncated"):
+            io.read_points(tmp_path / "cut.pcd")
+    capfd_note = "o3d writes nothing either"  # the autouse fixture checks the fds
+    assert capfd_note
+
+
+def test_lzf_decompress_rejects_bad_streams():
+    from pcreg.io_formats import lzf_decompress
+
+    assert lzf_decompress(b"\x02abc\xe0\x03\x02", 15) == b"abc" + b"abc" * 4
+    for stream, size in [(b"\x05ab", 6), (b"\x20\x05", 4), (b"\x01ab", 3)]:
+        with pytest.raises(ValueError):
+            lzf_decompress(stream, size)
+
+
+def _las(path, xyz, scales=(1e-3, 1e-3, 1e-3)):
+    laspy = pytest.importorskip("laspy")
+    las = laspy.create(point_format=3, file_version="1.2")
+    las.header.scales = list(scales)
+    las.header.offsets = [512_000.0, 4_212_000.0, 0.0]
+    las.x, las.y, las.z = xyz.T
+    las.write(path)
+    return las
+
+
+def test_las_keeps_utm_precision(tmp_path):
+    xyz = np.round(utm_cloud(50), 3)
+    _las(tmp_path / "c.las", xyz)
+    np.testing.assert_allclose(io.read_points(tmp_path / "c.las"), xyz, rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize(("value", "words"), [(0.0, "scale is 0"), (np.nan, "not finite")])
+def test_las_bad_scale_is_an_error(tmp_path, value, words):
+    path = tmp_path / "c.las"
+    _las(path, utm_cloud(50))
+    data = bytearray(path.read_bytes())
+    data[139:147] = struct.pack("<d", value)  # the y scale (header offset 131 + 8)
+    path.write_bytes(bytes(data))
+    with pytest.raises(CorruptFileError, match=words) as info:
+        io.read_points(path)
+    assert str(info.value).startswith(f"{path}: ") and "y scale" in str(info.value)
+
+
+def test_las_offset_must_be_finite(tmp_path):
+    path = tmp_path / "c.las"
+    _las(path, utm_cloud(50))
+    data = bytearray(path.read_bytes())
+    data[155:163] = struct.pack("<d", np.inf)  # the x offset
+    path.write_bytes(bytes(data))
+    with pytest.raises(CorruptFileError, match="not finite"):
+        io.read_points(path)
+
+
+@pytest.mark.parametrize("suffix", [".las", ".laz"])
+def test_truncated_las_is_an_error(tmp_path, suffix, caplog):
+    import laspy
+
+    path = tmp_path / f"c{suffix}"
+    _las(path, utm_cloud(100))
+    data = path.read_bytes()
+    header = laspy.read(path).header
+    sizes = [int(len(data) * f) for f in (0.5, 0.9)]
+    if suffix == ".las":  # a cut after 60 whole records: laspy itself returns those 60 points
+        sizes.append(header.offset_to_point_data + 60 * header.point_format.size)
+    for size in sizes:
+        path.write_bytes(data[:size])
+        with pytest.raises(CorruptFileError):
+            io.read_points(path)
+    assert not [r for r in caplog.records if r.name.startswith("laspy")]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("suffix", [".ply", ".npy"])
+def test_write_points_keeps_what_it_is_given(tmp_path, suffix, dtype):
+    xyz = utm_cloud(100).astype(dtype)
+    path = io.write_points(tmp_path / f"c{suffix}", xyz)
+    np.testing.assert_array_equal(io.read_points(path), xyz)
+    # float32 only when that loses nothing: 12 bytes a point, else 24
+    per_point = 12 if dtype == np.float32 else 24
+    assert abs(path.stat().st_size - 100 * per_point) < 300
+
+
+@pytest.mark.parametrize("fmt", [k for _, k in PLY_KINDS])
+def test_ply_vertex_with_a_list_property(tmp_path, fmt):
+    """x, y, z around a list property of varying length, found row by row."""
+    xyz = utm_cloud(4)
+    header = (
+        f"ply\nformat {fmt} 1.0\nelement vertex 4\nproperty float w\nproperty list uchar "
+        "short tags\nproperty double x\nproperty double y\nproperty list ushort int more\n"
+        "property double z\nend_header\n"
+    ).encode()
+    order = ">" if fmt == "binary_big_endian" else "<"
+    rows = []
+    for k, (x, y, z) in enumerate(xyz.tolist()):
+        tags, more = list(range(k)), [9] * (2 - k % 2)
+        if fmt == "ascii":
+            fields = [1.5, len(tags), *tags, repr(x), repr(y), len(more), *more, repr(z)]
+            rows.append(" ".join(map(str, fields)).encode() + b"\n")
+        else:
+            rows.append(
+                struct.pack(f"{order}fB{len(tags)}hdd", 1.5, len(tags), *tags, x, y)
+                + struct.pack(f"{order}H{len(more)}id", len(more), *more, z)
+            )
+    (tmp_path / "v.ply").write_bytes(header + b"".join(rows))
+    np.testing.assert_array_equal(io.read_points(tmp_path / "v.ply"), xyz)
+    (tmp_path / "cut.ply").write_bytes(header + b"".join(rows)[:-30])
+    with pytest.raises(CorruptFileError):
+        io.read_points(tmp_path / "cut.ply")
+
+
+def test_ply_with_crlf_lines(tmp_path):
+    xyz = utm_cloud(10)
+    data = ply_bytes(xyz, "ascii").replace(b"\n", b"\r\n")
+    (tmp_path / "c.ply").write_bytes(data)
+    np.testing.assert_array_equal(io.read_points(tmp_path / "c.ply"), xyz)
+    binary = ply_bytes(xyz, "binary_little_endian")
+    end = binary.index(b"end_header\n")
+    crlf = binary[:end].replace(b"\n", b"\r\n") + b"end_header\r\n" + binary[end + 11 :]
+    (tmp_path / "b.ply").write_bytes(crlf)
+    np.testing.assert_array_equal(io.read_points(tmp_path / "b.ply"), xyz)
+
+
+@pytest.mark.parametrize("data", ["ascii", "binary"])
+def test_pcd_fields_by_name_with_counts_and_padding(tmp_path, data):
+    """PCL layouts: fields before x, a COUNT > 1 descriptor, a '_' padding field, integer
+    coordinates, an organised cloud (HEIGHT > 1)."""
+    xyz = np.arange(24, dtype=np.int32).reshape(8, 3) * 1000 - 5
+    header = (
+        "VERSION .7\nFIELDS rgb x _ y desc z\nSIZE 4 4 1 4 4 4\nTYPE U I U I F I\n"
+        f"COUNT 1 1 3 1 2 1\nWIDTH 4\nHEIGHT 2\nPOINTS 8\nDATA {data}\n"
+    ).encode()
+    layout = np.dtype(
+        [("rgb", "<u4"), ("x", "<i4"), ("_", "u1", 3), ("y", "<i4"), ("d", "<f4", 2), ("z", "<i4")]
+    )
+    table = np.zeros(8, layout)
+    table["x"], table["y"], table["z"] = xyz.T
+    if data == "ascii":
+        body = "\n".join(f"0 {x} 0 0 0 {y} 0.5 nan {z}" for x, y, z in xyz.tolist()).encode()
+    else:
+        body = table.tobytes()
+    (tmp_path / "c.pcd").write_bytes(header + body)
+    np.testing.assert_array_equal(io.read_points(tmp_path / "c.pcd"), xyz)
