@@ -65,6 +65,7 @@ def pipeline(
     voxel_size: float | None = None,
     device: str = "cpu",
     orientation_keep: float | None = None,
+    max_memory: int | str | None = None,
 ) -> Registration:
     """The :class:`~pcreg.registration.Registration` pipeline :func:`register` runs, with the
     networks cached per process (the arguments as for :func:`register`)."""
@@ -77,6 +78,7 @@ def pipeline(
         device=device,
         search=search,
         networks=_cached_network,
+        max_memory=max_memory,
     )
 
 
@@ -101,6 +103,7 @@ def register(
     voxel_size: float | None = None,
     device: str = "cpu",
     orientation_keep: float | None = None,
+    max_memory: int | str | None = None,
 ) -> RegistrationResult:
     """Estimate ``T_ref_src`` that moves ``src`` onto ``ref``.
 
@@ -118,10 +121,18 @@ def register(
             24: slower, occasionally a pair more at low overlap). None keeps the model's
             setting (0.7 for ``indoor``). Ignored by models without the search. Changing it
             never reloads the weights.
+        max_memory: cap on the pair's estimated memory (bytes or a size such as ``"8G"``;
+            default 4 GiB or 80 % of the available memory). A pair over it is refused.
+
+    Coordinates far from the origin (georeferenced, UTM) are fine: the pair is shifted to its
+    reference's median in float64 before anything is cast to float32, and the transform is
+    returned in the input frame. ``result.registered`` says whether the estimate rests on
+    support, ``result.reason`` why not.
 
     Raises:
-        InputError: unreadable / empty / non-finite input, too few points, clouds whose scales
-            differ by more than 10x, an unknown method or model.
+        InputError: unreadable / empty / non-finite input, too few points, identical points,
+            clouds whose scales differ by more than 10x, an estimated memory over
+            ``max_memory``, an unknown method or model.
     """
     start = time.perf_counter()
     names = (
@@ -130,7 +141,8 @@ def register(
     )
     src_pts, ref_pts = as_points(src, names[0]), as_points(ref, names[1])
     options = {"method": method, "icp": icp, "voxel_size": voxel_size, "device": device}
-    result = pipeline(model, **options, orientation_keep=orientation_keep)(src_pts, ref_pts, names)
+    pipe = pipeline(model, **options, orientation_keep=orientation_keep, max_memory=max_memory)
+    result = pipe(src_pts, ref_pts, names)
     result.timings["load"] = time.perf_counter() - start - result.timings["total"]
     result.timings["total"] = time.perf_counter() - start
     return result
@@ -147,6 +159,7 @@ def register_points(
     device: str = "cpu",
     names: tuple[str, str] = ("src", "ref"),
     orientation_keep: float | None = None,
+    max_memory: int | str | None = None,
 ) -> RegistrationResult:
     """:func:`register` on validated ``(N, 3)`` arrays; ``names`` label them in errors."""
     pipe = pipeline(
@@ -156,5 +169,6 @@ def register_points(
         voxel_size=voxel_size,
         device=device,
         orientation_keep=orientation_keep,
+        max_memory=max_memory,
     )
     return pipe(src_pts, ref_pts, names)

@@ -4,13 +4,17 @@ Each subcommand lives in :mod:`pcreg.commands` (``add_parser(sub)`` wires its ar
 handler is a thin wrapper over a library function); this module builds the parser, sets up
 logging and maps errors to exit codes.
 
-Exit codes: 0 ok, 2 bad input (the message names the file and the problem), 1 internal error.
+Exit codes: 0 ok; 2 bad input, one line naming the file (or argument) and the problem; 3 the
+registration ran but did not register (``registered: false`` and the reason); 130 interrupted,
+143 terminated (SIGTERM; temporary files are removed either way); 1 an internal error (a bug:
+please report it with the ``-v`` traceback).
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import re
 import sys
 
 __all__ = ["build_parser", "main"]
@@ -33,13 +37,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``pcreg`` console script. Returns the process exit code."""
-    from pcreg.errors import InputError
+    from pcreg.errors import InputError, NotRegisteredError
 
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     args.argv = argv  # recorded in benchmark tables
     logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
+        # progress and notes only with -v: stderr holds warnings and the one-line errors
+        level=logging.DEBUG if args.verbose else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
@@ -49,18 +54,108 @@ def main(argv: list[str] | None = None) -> int:
     from pcreg.engine.heap import retain_freed_memory
 
     retain_freed_memory()
+    logging.captureWarnings(True)  # third-party warnings: one log line, shown with -v only
+    logging.getLogger("py.warnings").setLevel(logging.DEBUG if args.verbose else logging.ERROR)
+    if sys.stdout is None:  # started with stdout closed (>&-): every command writes to it
+        return _fail("error: stdout: standard output is closed", 2)
+    from pcreg._fs import Terminated, signals_raise
+
+    stdout = sys.stdout
+    sys.stdout = _NamedStream(stdout, "stdout")  # a full or closed stdout names itself
     try:
-        return int(args.func(args))
+        with signals_raise():  # SIGTERM / SIGHUP: finally blocks remove temporary files
+            code = int(args.func(args))
+        _flush_stdout()
+        return code
     except InputError as err:
-        sys.stderr.write(f"pcreg: error: {err}\n")
-        return 2
+        return _fail(f"error: {err}", 2)
+    except NotRegisteredError as err:
+        return _fail(str(err), 3)
     except KeyboardInterrupt:
-        sys.stderr.write("pcreg: interrupted\n")
-        return 130
-    except Exception as err:  # internal error: one line, plus the traceback with -v
-        logger.debug("internal error", exc_info=True)
-        sys.stderr.write(f"pcreg: internal error: {type(err).__name__}: {err}\n")
-        return 1
+        return _fail("interrupted", 130)
+    except Terminated as err:
+        return _fail(str(err), int(err.code))
+    except OSError as err:  # a user's file or stream: permissions, name too long, disk full
+        if err.filename is not None or err.errno is not None:
+            source = err.filename if err.filename is not None else _broken_stdout()
+            where = f"{source}: " if source is not None else ""
+            return _fail(f"error: {where}{err.strerror or err}", 2)
+        return _internal(err)
+    except Exception as err:
+        return _internal(err)
+    finally:
+        sys.stdout = stdout
+
+
+class _NamedStream:
+    """A text stream whose OS errors (disk full, broken pipe) carry its name as filename."""
+
+    def __init__(self, stream, name: str) -> None:
+        self._stream, self._name = stream, name
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except OSError as err:
+            raise OSError(err.errno, err.strerror, self._name) from None
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except OSError as err:
+            raise OSError(err.errno, err.strerror, self._name) from None
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
+def _flush_stdout() -> None:
+    """Flush stdout inside the error handling (a closed or full stdout is exit 2, not a
+    traceback at interpreter exit)."""
+    if sys.stdout is None:
+        raise OSError(9, "standard output is closed", "stdout")
+    try:
+        sys.stdout.flush()
+    except OSError as err:
+        raise OSError(err.errno, err.strerror, "stdout") from None
+
+
+def _broken_stdout() -> str | None:
+    """``"stdout"`` when standard output cannot take what was written (full, closed pipe)."""
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError, AttributeError):
+        return "stdout"
+    return None
+
+
+def _fail(message: str, code: int) -> int:
+    _flush_quietly()
+    if sys.stderr is not None:  # one line: no newlines, no terminal colour codes (Open3D's)
+        sys.stderr.write(f"pcreg: {' '.join(_ANSI.sub('', message).split())}\n")
+    return code
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def _internal(err: BaseException) -> int:
+    logger.debug("internal error", exc_info=True)
+    return _fail(f"internal error: {type(err).__name__}: {err}", 1)
+
+
+def _flush_quietly() -> None:
+    """Drop what stdout could not take, so that interpreter exit does not fail on it again."""
+    if sys.stdout is None:
+        return
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError):
+        import contextlib
+        import os
+
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 if __name__ == "__main__":

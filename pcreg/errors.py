@@ -17,6 +17,7 @@ __all__ = [
     "MissingFileError",
     "NonFiniteError",
     "NonRigidTransformError",
+    "NotRegisteredError",
     "OutputExistsError",
     "ShapeError",
     "UnknownFormatError",
@@ -72,3 +73,13 @@ class OutputExistsError(InputError, FileExistsError):
 
 class UnwritableOutputError(InputError, PermissionError):
     """The output path cannot be written (missing directory, permissions, read-only)."""
+
+
+class NotRegisteredError(RuntimeError):
+    """A registration ran on valid input but found no supported estimate (the command line's
+    exit code 3). ``str(err)`` is ``"<source>: not registered: <reason>"``."""
+
+    def __init__(self, source: str | os.PathLike[str], reason: str) -> None:
+        self.source = os.fspath(source)
+        self.reason = reason
+        super().__init__(f"{self.source}: not registered: {reason}")

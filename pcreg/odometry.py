@@ -76,6 +76,8 @@ def run_odometry(
     progress: bool = True,
     workers: int | None = None,
     address: str | None = None,
+    max_memory: int | str | None = None,
+    nan_policy: str = "error",
 ) -> OdometryResult:
     """Register each scan onto its predecessor and chain the motions (see module docstring).
 
@@ -87,6 +89,8 @@ def run_odometry(
 
     Raises:
         InputError: fewer than two scans, or any scan that :func:`pcreg.api.register` rejects.
+        NotRegisteredError: a consecutive pair that did not register (the chain would be
+            wrong from there on).
     """
     if len(scans) < 2:
         raise InputError("scans", f"odometry needs at least two scans, got {len(scans)}")
@@ -95,29 +99,42 @@ def run_odometry(
         if not Path(name).is_file():
             raise MissingFileError(name, "scan not found")
     if address is None and (workers == 1 or len(names) == 2 or device != "cpu"):
-        relative, times, used = _serial(names, model, method, icp, voxel_size, device, progress)
+        relative, times, used = _serial(
+            names, model, method, icp, voxel_size, device, progress, max_memory, nan_policy
+        )
     else:
         if device != "cpu":
             raise InputError("device", "parallel odometry runs on the CPU (--device cpu)")
         relative, times, used = _on_ray(
-            names, model, method, icp, voxel_size, workers, address, progress
-        )
+            names, model, method, icp, voxel_size, workers, address, progress, max_memory,
+            nan_policy,
+        )  # fmt: skip
     poses = [np.eye(4)]
     for t in relative:
         poses.append(poses[-1] @ t)
     return OdometryResult(np.stack(poses), np.stack(relative), np.asarray(times), used or "auto")
 
 
-def _serial(names, model, method, icp, voxel_size, device, progress):
+def _serial(names, model, method, icp, voxel_size, device, progress, max_memory, nan_policy):
     from pcreg.api import pipeline
+    from pcreg.errors import NotRegisteredError
     from pcreg.io import read_points
 
-    register = pipeline(model, method=method, icp=icp, voxel_size=voxel_size, device=device)
+    register = pipeline(
+        model,
+        method=method,
+        icp=icp,
+        voxel_size=voxel_size,
+        device=device,
+        max_memory=max_memory,
+    )
     relative, times, used = [], [], model
-    previous = read_points(names[0])
+    previous = read_points(names[0], nan_policy=nan_policy)
     for k in tqdm(range(1, len(names)), desc="odometry", unit="scan", disable=not progress):
-        current = read_points(names[k])
+        current = read_points(names[k], nan_policy=nan_policy)
         result = register(current, previous, (names[k], names[k - 1]))
+        if not result.registered:
+            raise NotRegisteredError(f"{names[k]} -> {names[k - 1]}", result.reason)
         used = result.model
         relative.append(result.transform)
         times.append(result.time_s)
@@ -125,15 +142,21 @@ def _serial(names, model, method, icp, voxel_size, device, progress):
     return relative, times, used
 
 
-def _on_ray(names, model, method, icp, voxel_size, workers, address, progress):
+def _on_ray(
+    names, model, method, icp, voxel_size, workers, address, progress, max_memory, nan_policy
+):
     import ray
 
     from pcreg.batch.manifest import ManifestPair
     from pcreg.batch.runner import BatchOptions, RayRunner
     from pcreg.engine.heap import retaining
+    from pcreg.errors import NotRegisteredError
 
     pairs = [ManifestPair(str(k), names[k], names[k - 1]) for k in range(1, len(names))]
-    options = BatchOptions(model, method, icp, voxel_size, retain_heap=retaining())
+    options = BatchOptions(
+        model, method, icp, voxel_size, retain_heap=retaining(), max_memory=max_memory,
+        nan_policy=nan_policy,
+    )  # fmt: skip
     rows: dict[str, dict] = {}
     with RayRunner(options, address=address, workers=workers) as runner:
         pending = runner.submit(pairs)
@@ -145,10 +168,12 @@ def _on_ray(names, model, method, icp, voxel_size, workers, address, progress):
                     rows[pair.id] = ray.get(ref)
                     bar.update(1)
     ordered = [rows[p.id] for p in pairs]
-    for row in ordered:
+    for pair, row in zip(pairs, ordered, strict=True):
         if row["status"] != "ok":  # its error reads "<file>: <problem>" already
             source, _, problem = row["error"].partition(": ")
             raise InputError(source, problem or row["error"])
+        if not row["registered"]:
+            raise NotRegisteredError(f"{pair.src} -> {pair.ref}", row["reason"])
     relative = [np.asarray(r["transform"], np.float64) for r in ordered]
     return relative, [r["time_s"] for r in ordered], ordered[-1]["model"]
 

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.open3d
 JSON_KEYS = {
     "transform", "method", "model", "setting", "icp", "voxel_size_m", "num_correspondences",
     "time_s", "timings", "src", "ref", "rre_deg", "rte_m", "rmse_m", "inlier_ratio",
-    "confidence", "hypothesis",
+    "confidence", "hypothesis", "registered", "reason",
 }  # fmt: skip
 
 

@@ -54,6 +54,8 @@ class BatchOptions:
     voxel_size: float | None = None
     search: dict[str, Any] = field(default_factory=dict)
     retain_heap: bool = False
+    max_memory: int | str | None = None
+    nan_policy: str = "error"
 
     def pipeline(self, networks: Callable | None = None) -> Registration:
         from pcreg.registration.pipeline import Registration
@@ -65,6 +67,7 @@ class BatchOptions:
             voxel_size=self.voxel_size,
             search=dict(self.search),
             networks=networks,
+            max_memory=self.max_memory,
         )
 
 
@@ -123,7 +126,7 @@ def register_file(job: dict, options: BatchOptions, networks: dict) -> dict:
     row: dict[str, Any] = {"id": job["id"], "src": job["src"], "ref": job["ref"]}
     try:
         pipe = _worker_pipeline(options, networks)
-        src, ref = _read(job["src"]), _read(job["ref"])
+        src, ref = _read(job["src"], options.nan_policy), _read(job["ref"], options.nan_policy)
         result = pipe(src, ref, (job["src"], job["ref"]))
     except InputError as err:
         return {**row, "status": "failed", "registered": False, "error": str(err)}
@@ -137,7 +140,7 @@ def register_file(job: dict, options: BatchOptions, networks: dict) -> dict:
     return row
 
 
-def _read(path: str) -> np.ndarray:
+def _read(path: str, nan_policy: str = "error") -> np.ndarray:
     """A cloud of a manifest: any format :func:`pcreg.io.read_points` reads, and 3DMatch
     metadata's ``.pth`` fragments (:func:`pcreg.data.threedmatch.load_fragment`)."""
     if path.endswith(".pth"):
@@ -146,7 +149,7 @@ def _read(path: str) -> np.ndarray:
         return load_fragment(path)
     from pcreg.io import read_points
 
-    return read_points(path)
+    return read_points(path, nan_policy=nan_policy)
 
 
 def register_arrays(src: np.ndarray, ref: np.ndarray, options: BatchOptions, networks: dict):

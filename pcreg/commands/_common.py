@@ -13,11 +13,18 @@ from pcreg._fs import atomic_output, check_writable
 from pcreg.api import METHODS
 from pcreg.errors import InputError
 
-__all__ = ["add_method_arguments", "check_outputs", "write_json"]
+__all__ = [
+    "add_input_arguments",
+    "add_method_arguments",
+    "check_outputs",
+    "nan_policy",
+    "write_json",
+]
 
 
 def add_method_arguments(cmd: argparse.ArgumentParser, default_model: str | None) -> None:
-    """``--model``, ``--method``, ``--icp``, ``--voxel-size``, ``--device``, ``--force``."""
+    """``--model``, ``--method``, ``--icp``, ``--voxel-size``, ``--device``, ``--max-memory``,
+    ``--drop-nonfinite``, ``--force``."""
     cmd.add_argument(
         "--model",
         default=default_model,
@@ -33,7 +40,29 @@ def add_method_arguments(cmd: argparse.ArgumentParser, default_model: str | None
         help="FPFH+RANSAC / ICP voxel in metres (default 0.05 indoor, 0.3 outdoor)",
     )
     cmd.add_argument("--device", default="cpu", help="cpu | cuda (the network)")
+    add_input_arguments(cmd)
+    cmd.add_argument(
+        "--max-memory",
+        default=None,
+        metavar="SIZE",
+        help="refuse a pair whose estimated memory exceeds SIZE, e.g. 8G (default: 4G or 80%% "
+        "of the available memory, whichever is less)",
+    )
     cmd.add_argument("--force", action="store_true", help="replace existing output files")
+
+
+def add_input_arguments(cmd: argparse.ArgumentParser) -> None:
+    """``--drop-nonfinite``: how point files with NaN/Inf coordinates are read."""
+    cmd.add_argument(
+        "--drop-nonfinite",
+        action="store_true",
+        help="drop points with NaN/Inf coordinates (default: refuse the file)",
+    )
+
+
+def nan_policy(args: argparse.Namespace) -> str:
+    """The :func:`pcreg.io.read_points` ``nan_policy`` of the command's arguments."""
+    return "drop" if getattr(args, "drop_nonfinite", False) else "error"
 
 
 def check_outputs(paths: list[Path | None], force: bool) -> None:

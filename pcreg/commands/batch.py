@@ -8,7 +8,7 @@ import logging
 import sys
 from pathlib import Path
 
-from pcreg.commands._common import add_method_arguments
+from pcreg.commands._common import add_method_arguments, nan_policy
 
 __all__ = ["add_parser", "run", "run_manifest"]
 
@@ -72,6 +72,8 @@ def run(args: argparse.Namespace) -> int:
         icp=args.icp,
         voxel_size=args.voxel_size,
         retain_heap=retaining(),
+        max_memory=args.max_memory,
+        nan_policy=nan_policy(args),
     )
     summary = run_batch(
         pairs, args.out, options, address=args.address, workers=args.workers, overwrite=args.force

@@ -8,7 +8,7 @@ import logging
 import sys
 from pathlib import Path
 
-from pcreg.commands._common import add_method_arguments, check_outputs
+from pcreg.commands._common import add_method_arguments, check_outputs, nan_policy
 
 __all__ = ["add_parser", "run"]
 
@@ -59,12 +59,14 @@ def run(args: argparse.Namespace) -> int:
         icp=args.icp,
         voxel_size=args.voxel_size,
         device=args.device,
+        max_memory=args.max_memory,
+        nan_policy=nan_policy(args),
     )
     if args.out is not None:
         write_kitti_poses(args.out, result.poses, overwrite=args.force)
         logger.info("wrote %s", args.out)
     if args.render is not None:
-        scans = [read_points(p) for p in args.scans]
+        scans = [read_points(p, nan_policy=nan_policy(args)) for p in args.scans]
         save_trajectory_png(
             args.render,
             result.poses,

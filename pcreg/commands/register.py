@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pcreg.commands._common import add_method_arguments, check_outputs
+from pcreg.commands._common import add_method_arguments, check_outputs, nan_policy
 
 __all__ = ["add_parser", "format_result", "run"]
 
@@ -22,7 +22,9 @@ def add_parser(sub) -> None:
         "register",
         help="register SRC onto REF and print T_ref_src",
         description="Estimate the rigid transform T (4x4) with REF ≈ T @ SRC. Formats: .ply .pcd "
-        ".xyz .txt .npy .npz .bin (KITTI) .las .laz; coordinates in metres.",
+        ".xyz .txt .npy .npz .bin (KITTI) .las .laz; coordinates in metres (georeferenced "
+        "offsets are fine). Exit codes: 0 registered, 2 bad input, 3 not registered (the reason "
+        "is printed; --out and --render are not written).",
     )
     cmd.add_argument("src", type=Path, help="source cloud (the one that is moved)")
     cmd.add_argument("ref", type=Path, help="reference cloud")
@@ -51,6 +53,8 @@ def format_result(record: dict, auto: bool = False) -> str:
     """Human-readable summary of a ``--json`` record (``auto``: the model was chosen)."""
     matrix = "\n".join("  " + " ".join(f"{v: .6f}" for v in row) for row in record["transform"])
     lines = [
+        "registered: "
+        + ("yes" if record.get("registered", True) else f"NO ({record.get('reason', '')})"),
         f"method: {record['method']} (model {record['model']}"
         + (", chosen from the clouds' extent" if auto else "")
         + (", + ICP)" if record["icp"] else ")"),
@@ -70,8 +74,8 @@ def run(args: argparse.Namespace) -> int:
     from pcreg.io import read_points, read_transform, write_transform
 
     check_outputs([args.out, args.render], args.force)
-    src = read_points(args.src)
-    ref = read_points(args.ref)
+    src = read_points(args.src, nan_policy=nan_policy(args))
+    ref = read_points(args.ref, nan_policy=nan_policy(args))
     gt = read_transform(args.gt) if args.gt is not None else None
     result = register_points(
         src,
@@ -83,12 +87,20 @@ def run(args: argparse.Namespace) -> int:
         device=args.device,
         names=(str(args.src), str(args.ref)),
         orientation_keep=args.orientation_keep,
+        max_memory=args.max_memory,
     )
     record = result.to_dict()
     record.update(src=str(args.src), ref=str(args.ref))
     record.update(rre_deg=None, rte_m=None, rmse_m=None, inlier_ratio=None)
     if gt is not None:
         record.update(result.errors(gt, src))
+    if not result.registered:
+        sys.stdout.write(
+            (json.dumps(record) if args.json else format_result(record, args.model is None)) + "\n"
+        )
+        from pcreg.errors import NotRegisteredError
+
+        raise NotRegisteredError(f"{args.src} -> {args.ref}", result.reason)
     if args.out is not None:
         write_transform(args.out, result.transform, overwrite=args.force)
         logger.info("wrote %s", args.out)

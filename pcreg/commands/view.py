@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pcreg.commands._common import check_outputs
+from pcreg.commands._common import add_input_arguments, check_outputs, nan_policy
 
 __all__ = ["add_parser", "run"]
 
@@ -22,6 +22,7 @@ def add_parser(sub) -> None:
     cmd.add_argument("--transform", type=Path, help="T_ref_src (4x4 text/.npy); default identity")
     cmd.add_argument("--render", type=Path, metavar="PNG", help="write a picture, no window")
     cmd.add_argument("--force", action="store_true", help="replace an existing PNG")
+    add_input_arguments(cmd)
     cmd.set_defaults(func=run)
 
 
@@ -29,9 +30,20 @@ def run(args: argparse.Namespace) -> int:
     from pcreg.io import read_points, read_transform
 
     check_outputs([args.render], args.force)
-    src = read_points(args.src)
-    ref = read_points(args.ref)
+    from pcreg.registration.checks import MAX_SCALE_RATIO, cloud_extent
+
+    src = read_points(args.src, nan_policy=nan_policy(args))
+    ref = read_points(args.ref, nan_policy=nan_policy(args))
     transform = read_transform(args.transform) if args.transform is not None else np.eye(4)
+    extents = sorted([cloud_extent(src), cloud_extent(ref)])
+    if extents[0] <= 0 or extents[1] / extents[0] > MAX_SCALE_RATIO:
+        logger.warning(
+            "the clouds span %.3g and %.3g: scales differ by more than %gx (different units?); "
+            "the smaller one may show as a dot",
+            cloud_extent(src),
+            cloud_extent(ref),
+            MAX_SCALE_RATIO,
+        )
     if args.render is not None:
         from pcreg.viz import save_alignment_png
 

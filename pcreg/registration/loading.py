@@ -35,7 +35,7 @@ __all__ = [
 WEIGHTS_DIR = Path(__file__).resolve().parents[1] / "weights"
 #: name -> what it is for; a name is usable once ``<name>.pt`` exists in :data:`WEIGHTS_DIR`.
 SHIPPED_MODELS = {
-    "indoor": "RGB-D fragments (3DMatch-like): 2.5 cm voxels, 4 stages",
+    "indoor": "RGB-D fragments (3DMatch-like): 5 cm voxels, 4 stages",
     "outdoor": "LiDAR scans (KITTI-like): 0.3 m voxels, 5 stages",
 }
 _SEARCH_FIELDS = {f.name for f in dataclasses.fields(SearchConfig)}

@@ -29,6 +29,26 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from pcreg.errors import InputError
+from pcreg.registration.checks import (
+    MAX_SCALE_RATIO,
+    MIN_POINTS,
+    TooFewPointsError,
+    check_device,
+    check_pair,
+    check_voxel_counts,
+    check_voxel_size,
+    cloud_extent,
+    voxel_count,
+)
+from pcreg.registration.resources import (
+    SHIPPED_FOOTPRINTS,
+    NetworkFootprint,
+    check_memory,
+    default_cap,
+    estimate_memory,
+    footprint_of,
+    parse_size,
+)
 from pcreg.registration.result import SETTINGS, RegistrationResult, Setting
 
 if TYPE_CHECKING:  # torch and the network load only when a pipeline is built
@@ -50,28 +70,15 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 METHODS = ("geotransformer", "fpfh-ransac")
-#: fewest points left after voxel downsampling that registration is attempted with
-MIN_POINTS = 100
 #: clouds whose robust extent (bounding-box diagonal, metres) exceeds this are "outdoor"
 OUTDOOR_EXTENT_M = 20.0
-#: extents differing by more than this factor mean different units or a wrong file
-MAX_SCALE_RATIO = 10.0
 #: a network whose voxel is at least this (metres) works at street scale (the shipped
 #: ``outdoor`` model: 0.3 m; ``indoor``: 5 cm), for checkpoints that do not name their setting
 _OUTDOOR_NETWORK_VOXEL = 0.1
 
 NetworkLoader = Callable[[str, str], "LoadedNetwork"]
 
-
-class TooFewPointsError(InputError):
-    """Too few points (after voxel downsampling) to register."""
-
-
-def cloud_extent(points: np.ndarray) -> float:
-    """Diagonal (metres) of the 1st-99th percentile bounding box of ``points (N, 3)``: the
-    size of the scene, ignoring a few stray returns."""
-    lo, hi = np.percentile(points, [1, 99], axis=0)
-    return float(np.linalg.norm(hi - lo))
+_voxel_count = voxel_count  # the name tests and benchmarks import
 
 
 def choose_model(src: np.ndarray, ref: np.ndarray) -> str:
@@ -81,14 +88,23 @@ def choose_model(src: np.ndarray, ref: np.ndarray) -> str:
     return "outdoor" if extent > OUTDOOR_EXTENT_M else "indoor"
 
 
-def _voxel_count(points: np.ndarray, voxel: float) -> int:
-    """Number of occupied ``voxel``-sized cells."""
-    keys = np.floor((points - points.min(0)) / voxel).astype(np.int64)
-    dims = keys.max(0) + 1
-    if float(np.prod(dims.astype(np.float64))) < 2.0**62:
-        # one int64 per cell: a 1-D sort, ~10x faster than np.unique(axis=0)'s row sort
-        return len(np.unique(np.ravel_multi_index(keys.T, dims)))
-    return len(np.unique(keys, axis=0))
+def working_origin(ref: np.ndarray) -> np.ndarray:
+    """``(3,) float64``: the per-axis median of ``ref``, the origin of the frame a pair is
+    registered in. Subtracting it in float64 before anything casts to float32 keeps
+    georeferenced coordinates (UTM: 4.2e6 m, where float32 steps are 0.5 m) exact, and a
+    shift of the input shifts it by the same amount, so the estimate does not change."""
+    return np.median(np.asarray(ref, np.float64), axis=0)
+
+
+def to_user_frame(result: RegistrationResult, origin: np.ndarray) -> RegistrationResult:
+    """Map a result estimated on clouds shifted by ``-origin`` back to the user's frame:
+    ``T = Tr(origin) @ T_w @ Tr(-origin)``, correspondences shifted by ``+origin``."""
+    transform = np.asarray(result.transform, np.float64).copy()
+    transform[:3, 3] += origin - transform[:3, :3] @ origin
+    result.transform = transform
+    result.src_corr_points = np.asarray(result.src_corr_points, np.float64).reshape(-1, 3) + origin
+    result.ref_corr_points = np.asarray(result.ref_corr_points, np.float64).reshape(-1, 3) + origin
+    return result
 
 
 @dataclass
@@ -117,6 +133,9 @@ class Registration:
             :class:`SearchConfig` field -> value mapping, e.g. ``{"orientation_keep": 0.0}``).
         networks: ``(model, device) -> LoadedNetwork``; default: :func:`load_network`, each
             network once per pipeline (:func:`pcreg.register` passes one shared by the process).
+        max_memory: the cap on a pair's estimated memory (bytes, or a size such as ``"8G"``);
+            default: 4 GiB or 80 % of the available memory, whichever is less. A pair over it
+            is refused (:class:`~pcreg.registration.resources.MemoryCapError`).
 
     Raises:
         InputError: an unknown method, a bad voxel size or search setting (at construction,
@@ -133,6 +152,7 @@ class Registration:
         device: str = "cpu",
         search: dict[str, object] | None = None,
         networks: NetworkLoader | None = None,
+        max_memory: int | str | None = None,
     ) -> None:
         if method not in METHODS:
             raise InputError(
@@ -152,40 +172,69 @@ class Registration:
         self.method = method
         self.icp = icp
         self.voxel_size = None if voxel_size is None else float(voxel_size)
+        if method == "geotransformer":
+            check_device(device)
         self.device = device
         self.networks = networks or _NetworkCache()
+        self.max_memory = None if max_memory is None else parse_size(max_memory, "max_memory")
 
     # -- step 1: validation and the setting -------------------------------------------------
 
     def plan(
         self, src: np.ndarray, ref: np.ndarray, names: tuple[str, str] = ("src", "ref")
     ) -> _Plan:
-        """Choose the setting and network for a pair and check that it can be registered.
+        """Check a pair, choose its setting and network, and check that it fits in memory.
+        What needs no model (degenerate clouds, scales, the shipped networks' voxel counts and
+        memory) is checked before any network loads.
 
         Raises:
-            InputError: clouds whose scales differ by more than 10x, or too few points."""
+            InputError: too few points, identical points, zero extent, scales that differ by
+                more than 10x, or an estimated memory over the cap (:mod:`.resources`)."""
+        extents = check_pair(src, ref, names)
         model = self.model
         if model is None:
-            model = choose_model(src, ref)
-            extent = max(cloud_extent(src), cloud_extent(ref))
-            logger.info("model: %s (chosen from the clouds' extent, %.1f m)", model, extent)
-        loaded = None
-        if self.method == "geotransformer":
-            loaded = self.networks(model, self.device)
-            name = loaded.setting or (
-                "outdoor"
-                if loaded.network.config.voxel_size >= _OUTDOOR_NETWORK_VOXEL
-                else "indoor"
-            )
-            check_voxel = loaded.network.config.voxel_size
-        elif model in SETTINGS:
-            name = model
-        else:
-            raise InputError(model, "fpfh-ransac takes model 'indoor' or 'outdoor' (its setting)")
+            model = "outdoor" if max(extents) > OUTDOOR_EXTENT_M else "indoor"
+            logger.info("model: %s (chosen from the clouds' extent, %.1f m)", model, max(extents))
+        if self.method != "geotransformer":
+            if model not in SETTINGS:
+                raise InputError(
+                    model, "fpfh-ransac takes model 'indoor' or 'outdoor' (its setting)"
+                )
+            setting = SETTINGS[model]
+            voxel = self.voxel_size if self.voxel_size is not None else setting.voxel_size
+            check_voxel_size(voxel, max(extents))
+            check_voxel_counts(src, ref, names, voxel)
+            return _Plan(setting, model, None, voxel)
+        footprint = SHIPPED_FOOTPRINTS.get(model)
+        if footprint is not None:  # before the load: a refusal costs no model
+            self._check_resources(src, ref, names, footprint)
+        loaded = self.networks(model, self.device)
+        config = loaded.network.config
+        name = loaded.setting or (
+            "outdoor" if config.voxel_size >= _OUTDOOR_NETWORK_VOXEL else "indoor"
+        )
+        actual = footprint_of(config, name)
+        if footprint is None or (actual.voxel, actual.stages) != (
+            footprint.voxel,
+            footprint.stages,
+        ):
+            self._check_resources(src, ref, names, actual)
         setting = SETTINGS[name]
         voxel = self.voxel_size if self.voxel_size is not None else setting.voxel_size
-        _check_pair(src, ref, names, check_voxel if loaded is not None else voxel)
+        if self.icp:
+            check_voxel_size(voxel, max(extents))
         return _Plan(setting, model, loaded, voxel)
+
+    def _check_resources(
+        self,
+        src: np.ndarray,
+        ref: np.ndarray,
+        names: tuple[str, str],
+        footprint: NetworkFootprint,
+    ) -> None:
+        check_voxel_counts(src, ref, names, footprint.voxel)
+        cap = self.max_memory if self.max_memory is not None else default_cap()
+        check_memory(estimate_memory(src, ref, footprint), cap, names)
 
     def loaded(self, model: str | None = None) -> LoadedNetwork:
         """The network this pipeline runs for ``model`` (default: its own model; loaded through
@@ -210,6 +259,8 @@ class Registration:
         """Register ``src (N, 3)`` onto ``ref (M, 3)`` (metres, validated arrays); ``names``
         label them in errors."""
         start = time.perf_counter()
+        origin = working_origin(ref)
+        src, ref = _shifted(src, origin), _shifted(ref, origin)
         plan = self.plan(src, ref, names)
         t0 = time.perf_counter()
         if plan.loaded is not None:
@@ -218,13 +269,15 @@ class Registration:
         else:
             result = self._classical(plan, src, ref)
         result.timings["register"] = time.perf_counter() - t0
-        return self._finish(result, plan, src, ref, start)
+        return self._finish(result, plan, src, ref, start, origin)
 
     def batch(self, pairs: Sequence[tuple[np.ndarray, np.ndarray]]) -> list[RegistrationResult]:
         """Register ``(src, ref)`` pairs in this process, results in input order. A network
         without orientation search runs all pairs in one padded forward pass (each
         ``timings["register"]`` is then the batch's). Over worker processes:
         :class:`~pcreg.batch.runner.RayRunner` (a floor up)."""
+        origins = [working_origin(r) for _, r in pairs]
+        pairs = [(_shifted(s, o), _shifted(r, o)) for (s, r), o in zip(pairs, origins, strict=True)]
         plans = [self.plan(s, r) for s, r in pairs]
         loaded = plans[0].loaded if plans else None
         if (
@@ -236,12 +289,12 @@ class Registration:
             preds = loaded.network.forward(list(pairs))
             elapsed = time.perf_counter() - start
             out = []
-            for plan, pred, (src, ref) in zip(plans, preds, pairs, strict=True):
+            for plan, pred, (src, ref), origin in zip(plans, preds, pairs, origins, strict=True):
                 result = self._learned(plan, pred, "identity")
                 result.timings["register"] = elapsed
-                out.append(self._finish(result, plan, src, ref, start))
+                out.append(self._finish(result, plan, src, ref, start, origin))
             return out
-        return [self(s, r) for s, r in pairs]
+        return [self(s + o, r + o) for (s, r), o in zip(pairs, origins, strict=True)]
 
     def _learned(self, plan: _Plan, pred: Prediction, hypothesis: str) -> RegistrationResult:
         assert plan.loaded is not None
@@ -287,8 +340,10 @@ class Registration:
         src: np.ndarray,
         ref: np.ndarray,
         start: float,
+        origin: np.ndarray,
     ) -> RegistrationResult:
-        """ICP when asked, then the arrays' dtypes and shapes and the total time."""
+        """ICP when asked (in the working frame), then the result in the user's frame
+        (:func:`to_user_frame`), its arrays' dtypes and shapes, and the total time."""
         if self.icp:
             from pcreg.baselines import icp_refine
 
@@ -300,9 +355,7 @@ class Registration:
             result.ref_corr_points = refined.ref_corr_points
             result.corr_scores = np.ones(len(refined.src_corr_points))
             result.icp = True
-        result.transform = np.asarray(result.transform, np.float64)
-        result.src_corr_points = np.asarray(result.src_corr_points, np.float64).reshape(-1, 3)
-        result.ref_corr_points = np.asarray(result.ref_corr_points, np.float64).reshape(-1, 3)
+        to_user_frame(result, origin)
         result.corr_scores = np.asarray(result.corr_scores, np.float64).reshape(-1)
         result.timings["total"] = time.perf_counter() - start
         return result
@@ -324,20 +377,6 @@ class _NetworkCache:
         return self._loaded[key]
 
 
-def _check_pair(src: np.ndarray, ref: np.ndarray, names: tuple[str, str], voxel: float) -> None:
-    extents = [cloud_extent(src), cloud_extent(ref)]
-    small, large = sorted(extents)
-    if small <= 0 or large / small > MAX_SCALE_RATIO:
-        raise InputError(
-            f"{names[0]} / {names[1]}",
-            f"the clouds span {extents[0]:.3g} m and {extents[1]:.3g} m: scales differ by more "
-            f"than {MAX_SCALE_RATIO:g}x (different units, e.g. millimetres vs metres?)",
-        )
-    for pts, name in zip((src, ref), names, strict=True):
-        n = _voxel_count(pts, voxel)
-        if n < MIN_POINTS:
-            raise TooFewPointsError(
-                name,
-                f"only {n} points after {voxel:g} m voxel downsampling ({len(pts)} given); "
-                f"at least {MIN_POINTS} are needed to register",
-            )
+def _shifted(points: np.ndarray, origin: np.ndarray) -> np.ndarray:
+    """``points - origin`` in float64 (the working frame of :func:`working_origin`)."""
+    return np.asarray(points, np.float64) - origin

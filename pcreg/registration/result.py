@@ -81,7 +81,19 @@ class RegistrationResult:
         rigid transform needs) and a nonzero share of their confidence moved within the
         acceptance radius. A first, uncalibrated criterion: an unsupported identity or a
         correspondence-free result is never reported as registered."""
-        return self.num_correspondences >= 3 and self.confidence > 0.0
+        return not self.reason
+
+    @property
+    def reason(self) -> str:
+        """Why the result is not registered, in words (``""`` when it is)."""
+        n = self.num_correspondences
+        if n == 0:
+            return "no correspondences: the estimate (the identity) rests on nothing"
+        if n < 3:
+            return f"only {n} correspondences; a rigid transform needs at least 3"
+        if not self.confidence > 0.0:
+            return "no correspondence agrees with the estimate (confidence 0)"
+        return ""
 
     @property
     def inlier_radius(self) -> float:
@@ -106,6 +118,8 @@ class RegistrationResult:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready summary (the ``pcreg register --json`` keys, without ground truth)."""
         return {
+            "registered": self.registered,
+            "reason": self.reason,
             "transform": self.transform.tolist(),
             "method": self.method,
             "model": self.model,

@@ -1,0 +1,152 @@
+"""Checks of a pair that need no model: degenerate clouds, mismatched scales, too few points.
+
+They run before any network is loaded (a refusal costs milliseconds, not a model load) and
+name what is actually wrong: too few points, all points identical, zero extent, or extents
+that differ by more than :data:`MAX_SCALE_RATIO` (different units or a wrong file).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pcreg.errors import InputError
+
+__all__ = [
+    "MAX_SCALE_RATIO",
+    "MIN_POINTS",
+    "TooFewPointsError",
+    "check_cloud",
+    "check_device",
+    "check_pair",
+    "check_voxel_counts",
+    "check_voxel_size",
+    "cloud_extent",
+    "voxel_count",
+]
+
+#: fewest points (given, and left after voxel downsampling) registration is attempted with
+MIN_POINTS = 100
+#: extents differing by more than this factor mean different units or a wrong file
+MAX_SCALE_RATIO = 10.0
+
+
+class TooFewPointsError(InputError):
+    """Too few points (given, or after voxel downsampling) to register."""
+
+
+def cloud_extent(points: np.ndarray) -> float:
+    """Diagonal (the clouds' units) of the 1st-99th percentile bounding box of
+    ``points (N, 3)``: the size of the scene, ignoring a few stray returns."""
+    lo, hi = np.percentile(points, [1, 99], axis=0)
+    return float(np.linalg.norm(hi - lo))
+
+
+def voxel_count(points: np.ndarray, voxel: float) -> int:
+    """Number of occupied ``voxel``-sized cells of ``points (N, 3)`` (float64 keys: exact for
+    coordinates far from the origin)."""
+    pts = np.asarray(points, np.float64)
+    keys = np.floor((pts - pts.min(0)) / voxel)
+    dims = keys.max(0) + 1
+    if float(np.prod(dims)) < 2.0**62:
+        # one int64 per cell: a 1-D sort, ~10x faster than np.unique(axis=0)'s row sort
+        return len(np.unique(np.ravel_multi_index(keys.astype(np.int64).T, dims.astype(np.int64))))
+    return len(np.unique(keys, axis=0))
+
+
+def check_cloud(points: np.ndarray, name: str) -> float:
+    """Refuse a cloud nothing can be registered with; return its extent.
+
+    Raises:
+        TooFewPointsError: fewer than :data:`MIN_POINTS` points.
+        InputError: all points identical, or a zero extent (all on one point but a few)."""
+    n = len(points)
+    if n < MIN_POINTS:
+        raise TooFewPointsError(
+            name, f"too few points: {n} given, at least {MIN_POINTS} are needed to register"
+        )
+    lo, hi = points.min(0), points.max(0)
+    if np.array_equal(lo, hi):
+        raise InputError(name, f"all {n} points are identical (zero extent): nothing to register")
+    extent = cloud_extent(points)
+    if not extent > 0:
+        raise InputError(
+            name,
+            f"zero extent: at least 98% of its {n} points lie on one point "
+            f"(the full bounding box spans {float(np.linalg.norm(hi - lo)):.3g})",
+        )
+    return extent
+
+
+def check_pair(
+    src: np.ndarray, ref: np.ndarray, names: tuple[str, str] = ("src", "ref")
+) -> tuple[float, float]:
+    """:func:`check_cloud` on both clouds, then their scales; returns their extents.
+
+    Raises:
+        InputError: a degenerate cloud, or extents that differ by more than 10x."""
+    extents = (check_cloud(src, names[0]), check_cloud(ref, names[1]))
+    small, large = sorted(extents)
+    if large / small > MAX_SCALE_RATIO:
+        raise InputError(
+            f"{names[0]} / {names[1]}",
+            f"the clouds span {extents[0]:.3g} and {extents[1]:.3g} (1st-99th percentile box "
+            f"diagonals): scales differ by more than {MAX_SCALE_RATIO:g}x (different units, "
+            "e.g. millimetres vs metres, or a wrong file?)",
+        )
+    return extents
+
+
+def check_voxel_counts(
+    src: np.ndarray, ref: np.ndarray, names: tuple[str, str], voxel: float
+) -> tuple[int, int]:
+    """Points of each cloud left after ``voxel`` downsampling; TooFewPointsError below
+    :data:`MIN_POINTS`."""
+    counts = []
+    for pts, name in zip((src, ref), names, strict=True):
+        n = voxel_count(pts, voxel)
+        if n < MIN_POINTS:
+            raise TooFewPointsError(
+                name,
+                f"too few points: only {n} left after {voxel:g} m voxel downsampling "
+                f"({len(pts)} given); at least {MIN_POINTS} are needed to register "
+                "(are the coordinates in metres?)",
+            )
+        counts.append(n)
+    return counts[0], counts[1]
+
+
+#: the most voxels per side a voxel size may make of a cloud (Open3D indexes voxels with int32)
+MAX_VOXELS_PER_SIDE = 1 << 20
+
+
+def check_voxel_size(voxel: float, extent: float, name: str = "voxel_size") -> None:
+    """Refuse a voxel that cuts a cloud spanning ``extent`` into more than
+    :data:`MAX_VOXELS_PER_SIDE` cells per side (Open3D fails on it with a C++ error)."""
+    if extent / voxel > MAX_VOXELS_PER_SIDE:
+        raise InputError(
+            name,
+            f"{voxel:g} is too small for clouds spanning {extent:.3g} (over "
+            f"{MAX_VOXELS_PER_SIDE} voxels per side); use at least "
+            f"{extent / MAX_VOXELS_PER_SIDE:.3g}",
+        )
+
+
+def check_device(device: str) -> None:
+    """Refuse a torch device this build cannot use (``foo``, ``cuda`` on a CPU build,
+    ``cuda:9`` beyond the GPUs present)."""
+    import torch
+
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError, ValueError):
+        raise InputError("device", f"unknown device {device!r}; use cpu or cuda[:N]") from None
+    if dev.type == "cpu":
+        return
+    if dev.type != "cuda":
+        raise InputError("device", f"unsupported device {device!r}; use cpu or cuda[:N]")
+    if not torch.cuda.is_available():
+        raise InputError("device", f"{device!r}: CUDA is not available to this torch build")
+    if dev.index is not None and dev.index >= torch.cuda.device_count():
+        raise InputError(
+            "device", f"{device!r}: only {torch.cuda.device_count()} CUDA device(s) present"
+        )

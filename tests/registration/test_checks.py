@@ -1,0 +1,90 @@
+"""Checks that need no model: what they refuse, what they say, and that they run before any
+network loads."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pcreg.errors import InputError
+from pcreg.registration.checks import (
+    MIN_POINTS,
+    TooFewPointsError,
+    check_device,
+    check_pair,
+    check_voxel_size,
+    voxel_count,
+)
+from pcreg.registration.pipeline import Registration
+
+
+def _room(rng, n=3000, size=4.0):
+    return rng.uniform(0, size, (n, 3))
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, MIN_POINTS - 1])
+def test_few_points_say_too_few(rng, n):
+    with pytest.raises(
+        TooFewPointsError, match=rf"too few points: {n} given, at least {MIN_POINTS}"
+    ):
+        check_pair(_room(rng, n), _room(rng))
+
+
+def test_identical_points_say_identical_not_scales(rng):
+    same = np.full((500, 3), 7.0)
+    with pytest.raises(InputError, match="all 500 points are identical") as err:
+        check_pair(same, _room(rng))
+    assert "scales differ" not in str(err.value)
+
+
+def test_zero_extent_with_a_few_strays(rng):
+    pts = np.zeros((1000, 3))
+    pts[:5] = rng.uniform(0, 1, (5, 3))
+    with pytest.raises(InputError, match="zero extent"):
+        check_pair(_room(rng), pts)
+
+
+def test_real_scale_mismatch_still_refused(rng):
+    with pytest.raises(InputError, match="scales differ by more than 10x"):
+        check_pair(_room(rng), _room(rng) * 1000)
+    assert check_pair(_room(rng), _room(rng) * 2)[0] > 0  # 2x is accepted
+
+
+def test_voxel_count_exact_far_from_origin(rng):
+    pts = np.floor(_room(rng) / 0.5) * 0.5 + 0.25  # cell centres of a 0.5 grid
+    for offset in (0.0, 4.2e6, 1e9):
+        assert voxel_count(pts + offset, 0.5) == voxel_count(pts, 0.5)
+
+
+def test_voxel_size_too_small_is_refused():
+    with pytest.raises(InputError, match="1e-09 is too small"):
+        check_voxel_size(1e-9, 4.0)
+    check_voxel_size(0.05, 4.0)
+
+
+@pytest.mark.parametrize("device", ["foo", "cuda:99", "tpu"])
+def test_unusable_devices(device):
+    import torch
+
+    if torch.cuda.is_available() and device == "cuda:99" and torch.cuda.device_count() > 99:
+        pytest.skip("a machine with 100 GPUs")
+    with pytest.raises(InputError, match="device"):
+        check_device(device)
+
+
+def test_refusals_come_before_the_model_loads(rng):
+    loads = []
+
+    def loader(model, device):
+        loads.append(model)
+        raise AssertionError("the network must not load for a refused pair")
+
+    pipe = Registration(networks=loader)
+    for src, ref in [
+        (_room(rng, 3), _room(rng)),  # too few
+        (_room(rng), _room(rng) * 1000),  # scales
+        (_room(rng) * 1000, _room(rng) * 1000),  # a room in millimetres: memory
+    ]:
+        with pytest.raises(InputError):
+            pipe(src, ref)
+    assert loads == []

@@ -1,0 +1,106 @@
+"""Exit codes and one-line messages of the command line: closed or full stdout, OS errors on
+a user's paths, third-party warnings, and exit 3 with nothing written for an unregistered
+pair."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pcreg.cli import main
+from pcreg.registration.result import RegistrationResult
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _pcreg(*args: str, shell_suffix: str = "") -> subprocess.CompletedProcess:
+    cmd = " ".join([sys.executable, "-m", "pcreg", *[f"'{a}'" for a in args]]) + shell_suffix
+    return subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, cwd=REPO,
+                          timeout=300)  # fmt: skip
+
+
+@pytest.fixture
+def clouds(tmp_path, rng):
+    src, ref = tmp_path / "src.npy", tmp_path / "ref.npy"
+    np.save(src, rng.uniform(0, 3, (2000, 3)))
+    np.save(ref, rng.uniform(0, 3, (2000, 3)))
+    return src, ref
+
+
+def _one_error_line(stderr: str) -> str:
+    lines = [ln for ln in stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, stderr
+    assert lines[0].startswith("pcreg: error: "), stderr
+    assert "\x1b[" not in lines[0]
+    return lines[0]
+
+
+@pytest.mark.parametrize("redirect", [" >&-", " >/dev/full"])
+def test_closed_or_full_stdout_is_exit_2(clouds, redirect):
+    src, _ = clouds
+    # view without --render opens a window; the cheapest command printing to stdout on good
+    # input is register on a refused pair... so use a pair that registers fast: fpfh at 0.3 m
+    proc = _pcreg("register", str(src), str(src), "--method", "fpfh-ransac", "--voxel-size",
+                  "0.3", "--json", shell_suffix=redirect)  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert "stdout" in _one_error_line(proc.stderr)
+
+
+def test_file_name_too_long_is_exit_2(tmp_path, clouds):
+    _, ref = clouds
+    long = tmp_path / ("x" * 300 + ".npy")
+    assert main(["register", str(long), str(ref)]) == 2
+
+
+def test_unregistered_pair_exits_3_and_writes_nothing(tmp_path, clouds, monkeypatch, capsys):
+    src, ref = clouds
+
+    def unregistered(*args, **kwargs):
+        empty = np.zeros((0, 3))
+        return RegistrationResult(np.eye(4), empty, empty, np.zeros(0), "fpfh-ransac",
+                                  "indoor", "indoor", False, 0.05)  # fmt: skip
+
+    monkeypatch.setattr("pcreg.api.register_points", unregistered)
+    out, png = tmp_path / "T.txt", tmp_path / "a.png"
+    code = main(["register", str(src), str(ref), "--json", "--out", str(out), "--render", str(png)])
+    assert code == 3
+    captured = capsys.readouterr()
+    assert '"registered": false' in captured.out
+    assert captured.err.strip().splitlines() == [
+        f"pcreg: {src} -> {ref}: not registered: no correspondences: the estimate (the identity) "
+        "rests on nothing"
+    ]
+    assert not out.exists() and not png.exists()
+
+
+def test_reasons():
+    pts = np.ones((5, 3))
+    result = RegistrationResult(np.eye(4), pts[:2], pts[:2], np.ones(2), "m", "m", "indoor",
+                                False, 0.05, confidence=0.5)  # fmt: skip
+    assert not result.registered and "only 2 correspondences" in result.reason
+    result = RegistrationResult(np.eye(4), pts, pts, np.ones(5), "m", "m", "indoor", False, 0.05)
+    assert not result.registered and "confidence 0" in result.reason
+    result.confidence = 0.2
+    assert result.registered and result.reason == ""
+    assert result.to_dict()["registered"] is True
+
+
+def test_bad_device_and_voxel_are_one_line(clouds):
+    src, ref = clouds
+    for extra in (["--device", "foo"], ["--method", "fpfh-ransac", "--voxel-size", "1e-9"]):
+        proc = _pcreg("register", str(src), str(ref), *extra)
+        assert proc.returncode == 2, proc.stderr
+        _one_error_line(proc.stderr)
+
+
+def test_millimetre_room_refused_before_loading_with_the_numbers(tmp_path, rng):
+    for name in ("src", "ref"):  # a 3 m room of 6000 points, in millimetres
+        np.save(tmp_path / f"mm_{name}.npy", rng.uniform(0, 3000, (6000, 3)))
+    proc = _pcreg("register", str(tmp_path / "mm_src.npy"), str(tmp_path / "mm_ref.npy"))
+    assert proc.returncode == 2
+    line = _one_error_line(proc.stderr)
+    assert "GiB" in line and "superpoints" in line and "--max-memory" in line
