@@ -61,6 +61,7 @@ def run(args: argparse.Namespace) -> int:
         device=args.device,
         max_memory=args.max_memory,
         nan_policy=nan_policy(args),
+        progress=sys.stderr.isatty(),  # a bar on a terminal; logs and errors stay one line
     )
     if args.out is not None:
         write_kitti_poses(args.out, result.poses, overwrite=args.force)

@@ -44,6 +44,15 @@ def run(args: argparse.Namespace) -> int:
             cloud_extent(ref),
             MAX_SCALE_RATIO,
         )
+    moved = src.mean(0) @ transform[:3, :3].T + transform[:3, 3]
+    gap = float(np.abs(moved - ref.mean(0)).max())
+    if not gap <= 100 * max(extents[1], 1e-9):
+        logger.warning(
+            "the transform puts the source %.3g away from the reference (they span %.3g): "
+            "the pictures show them apart",
+            gap,
+            extents[1],
+        )
     if args.render is not None:
         from pcreg.viz import save_alignment_png
 

@@ -154,7 +154,17 @@ class Registrar:
         return preds
 
     def collate(self, pairs: Sequence[tuple[np.ndarray, np.ndarray]]) -> PairBatch:
-        """``(src, ref)`` pairs voxelised and batched for this model, on its device."""
+        """``(src, ref)`` pairs voxelised and batched for this model, on its device.
+
+        Raises:
+            NonFiniteError: a cloud with NaN/Inf coordinates (the network would otherwise
+                fail later with an unrelated message)."""
+        from pcreg.errors import NonFiniteError
+
+        for i, (s, r) in enumerate(pairs):
+            for name, pts in (("src", s), ("ref", r)):
+                if not np.isfinite(np.asarray(pts)).all():
+                    raise NonFiniteError(f"{name} of pair {i}", "has NaN/Inf coordinates")
         return collate_pairs(
             [np.asarray(s, np.float32) for s, _ in pairs],
             [np.asarray(r, np.float32) for _, r in pairs],

@@ -88,3 +88,14 @@ def test_refusals_come_before_the_model_loads(rng):
         with pytest.raises(InputError):
             pipe(src, ref)
     assert loads == []
+
+
+def test_registrar_names_nan_input(rng):
+    from pcreg.errors import NonFiniteError
+    from pcreg.registration.loading import load_network
+
+    net = load_network("indoor").network
+    bad = rng.uniform(0, 3, (2000, 3))
+    bad[7] = np.nan
+    with pytest.raises(NonFiniteError, match="src of pair 0: has NaN/Inf"):
+        net(bad, rng.uniform(0, 3, (2000, 3)))
