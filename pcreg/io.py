@@ -223,12 +223,41 @@ def _read_text(path: Path) -> np.ndarray:
     return np.asarray(rows, dtype=np.float64)
 
 
-def read_points(path: PathLike, *, nan_policy: NanPolicy = "error") -> np.ndarray:
+#: memory a read may take, by default (bytes); ``read_points(max_memory=...)`` changes it
+READ_MEMORY_CAP = 4 << 30
+#: peak memory of a read per byte of file: parsed text keeps its lines as Python objects
+#: (~100 bytes for a ~35-byte row) beside the parsed columns; binary formats hold the raw
+#: bytes, the rows and the float64 copy
+_READ_MEMORY_FACTOR = {".xyz": 8, ".txt": 8, ".csv": 8, ".ply": 8, ".pcd": 8}
+
+
+def _check_read_memory(path: Path, suffix: str, cap: int) -> None:
+    """Refuse a file whose reading alone would take more than ``cap`` bytes (before any is
+    read). ASCII and binary PLY/PCD are charged as text: which one it is shows only later."""
+    need = path.stat().st_size * _READ_MEMORY_FACTOR.get(suffix, 3)
+    if need > cap:
+        raise InputError(
+            path,
+            f"too large to read under the memory cap: {_size(path.stat().st_size)} of "
+            f"{suffix[1:].upper()} needs about {_size(need)}, over {_size(cap)} (raise "
+            "--max-memory, or thin the file)",
+        )
+
+
+def _size(nbytes: float) -> str:
+    return f"{nbytes / 2**30:.1f} GiB" if nbytes >= 2**30 else f"{nbytes / 2**20:.1f} MiB"
+
+
+def read_points(
+    path: PathLike, *, nan_policy: NanPolicy = "error", max_memory: int | None = None
+) -> np.ndarray:
     """Read a point cloud file.
 
     Args:
         path: a file with one of the extensions in :data:`POINT_READ_FORMATS`.
         nan_policy: ``"error"`` (default) or ``"drop"`` rows with NaN/Inf (logged as a warning).
+        max_memory: bytes the read may take (default :data:`READ_MEMORY_CAP`); a larger file
+            is refused before it is read.
 
     Returns:
         ``(N, 3) float64`` coordinates, N >= 1, all finite (float32 values in the file
@@ -242,6 +271,7 @@ def read_points(path: PathLike, *, nan_policy: NanPolicy = "error") -> np.ndarra
     """
     path = Path(path)
     suffix = _check_file(path, POINT_READ_FORMATS, "point cloud")
+    _check_read_memory(path, suffix, READ_MEMORY_CAP if max_memory is None else max_memory)
     if suffix == ".ply":
         raw = read_ply(path)
     elif suffix == ".pcd":

@@ -269,3 +269,11 @@ def test_failed_write_leaves_no_partial_file(tmp_path, monkeypatch, cloud):
     with pytest.raises(RuntimeError, match="disk full"):
         io.write_points(target, cloud)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_read_refuses_a_file_over_the_memory_cap(tmp_path):
+    path = tmp_path / "big.npy"
+    np.save(path, np.zeros((1000, 3)))
+    with pytest.raises(ValueError, match=r"big.npy: too large to read under the memory cap"):
+        io.read_points(path, max_memory=10_000)  # 24 kB of float64 needs ~72 kB
+    assert io.read_points(path, max_memory=100_000).shape == (1000, 3)

@@ -18,6 +18,7 @@ __all__ = [
     "add_method_arguments",
     "check_outputs",
     "nan_policy",
+    "read_options",
     "write_json",
 ]
 
@@ -58,6 +59,18 @@ def add_input_arguments(cmd: argparse.ArgumentParser) -> None:
         action="store_true",
         help="drop points with NaN/Inf coordinates (default: refuse the file)",
     )
+
+
+def read_options(args: argparse.Namespace) -> dict[str, Any]:
+    """:func:`pcreg.io.read_points` keyword arguments of the command's arguments: the NaN
+    policy and, with ``--max-memory``, the memory a read may take."""
+    from pcreg.registration.resources import parse_size
+
+    cap = getattr(args, "max_memory", None)
+    return {
+        "nan_policy": nan_policy(args),
+        "max_memory": None if cap is None else parse_size(cap, "--max-memory"),
+    }
 
 
 def nan_policy(args: argparse.Namespace) -> str:

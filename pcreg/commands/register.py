@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pcreg.commands._common import add_method_arguments, check_outputs, nan_policy
+from pcreg.commands._common import add_method_arguments, check_outputs, read_options
 
 __all__ = ["add_parser", "format_result", "run"]
 
@@ -74,8 +74,8 @@ def run(args: argparse.Namespace) -> int:
     from pcreg.io import read_points, read_transform, write_transform
 
     check_outputs([args.out, args.render], args.force)
-    src = read_points(args.src, nan_policy=nan_policy(args))
-    ref = read_points(args.ref, nan_policy=nan_policy(args))
+    src = read_points(args.src, **read_options(args))
+    ref = read_points(args.ref, **read_options(args))
     gt = read_transform(args.gt) if args.gt is not None else None
     result = register_points(
         src,
