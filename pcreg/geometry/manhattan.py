@@ -82,7 +82,11 @@ def _normals(points: np.ndarray, voxel: float) -> tuple[np.ndarray, np.ndarray]:
     import open3d as o3d
 
     cloud = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(np.asarray(points, np.float64)))
-    cloud = cloud.voxel_down_sample(voxel)
+    down = np.asarray(cloud.voxel_down_sample(voxel).points, np.float64)
+    # Open3D returns the voxels in hash-map order, which follows the input's point order;
+    # sorted (x, then y, then z) the result (the seeded candidate draw below) depends on the
+    # point set only, not on how the file lists it
+    cloud = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(down[np.lexsort(down.T[::-1])]))
     cloud.estimate_normals(o3d.geometry.KDTreeSearchParamHybrid(radius=2.5 * voxel, max_nn=30))
     pts = np.asarray(cloud.points, np.float64)
     normals = np.asarray(cloud.normals, np.float64)

@@ -51,3 +51,28 @@ def test_georeferenced_pair_registers_as_at_the_origin(shared_data, offset):
     d = np.array([offset, -0.7 * offset, 0.1 * offset])
     shifted = pipe(src + d, ref + d).transform
     np.testing.assert_allclose(_shift_back(shifted, d), base, atol=1e-6)
+
+
+def test_drop_duplicates_keeps_first_and_order(rng):
+    from pcreg.registration.pipeline import drop_duplicates
+
+    pts = rng.normal(size=(500, 3))
+    assert drop_duplicates(pts) is pts  # no repeats: the array itself, no copy
+    doubled = np.vstack([pts, pts[::7]])
+    np.testing.assert_array_equal(drop_duplicates(doubled), pts)
+    near = pts.copy()
+    near[1] = np.nextafter(near[0], np.inf)  # one ulp apart is not a repeat
+    assert len(drop_duplicates(near)) == 500
+
+
+def test_manhattan_frame_does_not_depend_on_point_order(rng):
+    from pcreg.geometry.manhattan import estimate_manhattan_frame
+
+    floor = np.c_[rng.uniform(0, 4, (4000, 2)), np.zeros(4000)]
+    wall = np.c_[rng.uniform(0, 4, 3000), np.zeros(3000), rng.uniform(0, 2.5, 3000)]
+    side = np.c_[np.zeros(3000), rng.uniform(0, 4, 3000), rng.uniform(0, 2.5, 3000)]
+    room = np.vstack([floor, wall, side]) + rng.normal(0, 0.005, (10000, 3))
+    a = estimate_manhattan_frame(room, candidates=50)
+    b = estimate_manhattan_frame(room[rng.permutation(len(room))], candidates=50)
+    np.testing.assert_allclose(a.points, b.points, atol=1e-9)  # voxel means: summation order
+    np.testing.assert_allclose(a.rotation, b.rotation, atol=1e-9)
