@@ -40,6 +40,7 @@ from pcreg.registration.checks import (
     cloud_extent,
     voxel_count,
 )
+from pcreg.registration.cleaning import drop_duplicates, drop_isolated
 from pcreg.registration.resources import (
     SHIPPED_FOOTPRINTS,
     NetworkFootprint,
@@ -109,13 +110,26 @@ def to_user_frame(result: RegistrationResult, origin: np.ndarray) -> Registratio
 
 @dataclass
 class _Plan:
-    """How one pair will be registered: its setting, the network (None: classical) and the
-    voxel of FPFH + RANSAC / ICP."""
+    """How one pair will be registered: its setting, the network (None: classical), the
+    voxel of FPFH + RANSAC / ICP, and the cell within which a point with no neighbour is
+    dropped as a stray (:func:`~pcreg.registration.cleaning.drop_isolated`: the network's
+    superpoint voxel, or 8 classical voxels)."""
 
     setting: Setting
     model: str
     loaded: LoadedNetwork | None
     voxel: float
+    stray_cell: float
+
+    def clean(
+        self, src: np.ndarray, ref: np.ndarray, origin: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The pair without stray points, re-centred on the cleaned reference's median (so
+        that strays do not move the working frame); returns it and the new total origin."""
+        cell = self.stray_cell
+        src, ref = drop_isolated(src, cell, origin), drop_isolated(ref, cell, origin)
+        shift = working_origin(ref)
+        return src - shift, ref - shift, origin + shift
 
 
 class Registration:
@@ -204,7 +218,7 @@ class Registration:
             voxel = self.voxel_size if self.voxel_size is not None else setting.voxel_size
             check_voxel_size(voxel, max(extents))
             check_voxel_counts(src, ref, names, voxel)
-            return _Plan(setting, model, None, voxel)
+            return _Plan(setting, model, None, voxel, 8 * voxel)
         footprint = SHIPPED_FOOTPRINTS.get(model)
         if footprint is not None:  # before the load: a refusal costs no model
             self._check_resources(src, ref, names, footprint)
@@ -223,7 +237,7 @@ class Registration:
         voxel = self.voxel_size if self.voxel_size is not None else setting.voxel_size
         if self.icp:
             check_voxel_size(voxel, max(extents))
-        return _Plan(setting, model, loaded, voxel)
+        return _Plan(setting, model, loaded, voxel, actual.coarse_voxel)
 
     def _check_resources(
         self,
@@ -262,6 +276,7 @@ class Registration:
         origin = working_origin(ref)
         src, ref = _shifted(src, origin), _shifted(ref, origin)
         plan = self.plan(src, ref, names)
+        src, ref, origin = plan.clean(src, ref, origin)
         t0 = time.perf_counter()
         if plan.loaded is not None:
             found = self.search_for(plan.loaded)(src, ref)
@@ -279,6 +294,9 @@ class Registration:
         origins = [working_origin(r) for _, r in pairs]
         pairs = [(_shifted(s, o), _shifted(r, o)) for (s, r), o in zip(pairs, origins, strict=True)]
         plans = [self.plan(s, r) for s, r in pairs]
+        cleaned = [p.clean(s, r, o) for p, (s, r), o in zip(plans, pairs, origins, strict=True)]
+        pairs = [(s, r) for s, r, _ in cleaned]
+        origins = [o for _, _, o in cleaned]
         loaded = plans[0].loaded if plans else None
         if (
             loaded is not None
@@ -381,28 +399,3 @@ def _shifted(points: np.ndarray, origin: np.ndarray) -> np.ndarray:
     """``points - origin`` in float64 (the working frame of :func:`working_origin`), without
     repeated points (:func:`drop_duplicates`)."""
     return drop_duplicates(np.asarray(points, np.float64) - origin)
-
-
-_MIX = np.array([0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9], np.uint64)
-
-
-def drop_duplicates(points: np.ndarray) -> np.ndarray:
-    """``points (N, 3) float64`` without exact repeats (first kept, order otherwise kept).
-
-    A point listed twice would weigh twice in the voxel centroids and move them: the same
-    surface, listed with 10 % of its points repeated, registered 0.7 deg differently on the
-    3DMatch demo pair. A 64-bit hash of each row finds out in ~2 ms per 100k points whether
-    any row repeats; only then are the rows sorted and compared exactly."""
-    pts = np.ascontiguousarray(points, np.float64)
-    bits = pts.view(np.uint64).reshape(-1, 3)
-    with np.errstate(over="ignore"):
-        key = np.bitwise_xor.reduce(bits * _MIX, axis=1)
-    key.sort()
-    if len(key) < 2 or not (key[1:] == key[:-1]).any():
-        return points
-    order = np.lexsort(pts.T[::-1])
-    ranked = pts[order]
-    repeat = np.zeros(len(pts), bool)
-    repeat[order[1:]] = (ranked[1:] == ranked[:-1]).all(1)
-    logger.info("dropped %d repeated points of %d", int(repeat.sum()), len(pts))
-    return points[~repeat]

@@ -53,18 +53,6 @@ def test_georeferenced_pair_registers_as_at_the_origin(shared_data, offset):
     np.testing.assert_allclose(_shift_back(shifted, d), base, atol=1e-6)
 
 
-def test_drop_duplicates_keeps_first_and_order(rng):
-    from pcreg.registration.pipeline import drop_duplicates
-
-    pts = rng.normal(size=(500, 3))
-    assert drop_duplicates(pts) is pts  # no repeats: the array itself, no copy
-    doubled = np.vstack([pts, pts[::7]])
-    np.testing.assert_array_equal(drop_duplicates(doubled), pts)
-    near = pts.copy()
-    near[1] = np.nextafter(near[0], np.inf)  # one ulp apart is not a repeat
-    assert len(drop_duplicates(near)) == 500
-
-
 def test_manhattan_frame_does_not_depend_on_point_order(rng):
     from pcreg.geometry.manhattan import estimate_manhattan_frame
 
