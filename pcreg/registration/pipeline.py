@@ -45,6 +45,7 @@ from pcreg.registration.resources import (
     SHIPPED_FOOTPRINTS,
     NetworkFootprint,
     check_memory,
+    check_superpoints,
     default_cap,
     estimate_memory,
     footprint_of,
@@ -247,8 +248,10 @@ class Registration:
         footprint: NetworkFootprint,
     ) -> None:
         check_voxel_counts(src, ref, names, footprint.voxel)
+        estimate = estimate_memory(src, ref, footprint)
+        check_superpoints(estimate, footprint, names)
         cap = self.max_memory if self.max_memory is not None else default_cap()
-        check_memory(estimate_memory(src, ref, footprint), cap, names)
+        check_memory(estimate, cap, names)
 
     def loaded(self, model: str | None = None) -> LoadedNetwork:
         """The network this pipeline runs for ``model`` (default: its own model; loaded through

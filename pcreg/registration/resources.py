@@ -48,6 +48,7 @@ __all__ = [
     "NetworkFootprint",
     "available_memory",
     "check_memory",
+    "check_superpoints",
     "default_cap",
     "estimate_memory",
     "footprint_of",
@@ -159,6 +160,34 @@ def parse_size(text: str | int | float, name: str = "max_memory") -> int:
     if not (np.isfinite(size) and size > 0):
         raise InputError(name, f"must be a positive size, got {text!r}")
     return int(size)
+
+
+#: fewest superpoints per cloud the learned path is run with. Measured with the shipped
+#: networks on shrunken real pairs: the 3DMatch demo pair x0.2 / x0.3 (4-10 superpoints) came
+#: out 156 / 175 deg wrong and KITTI 94/95 x0.01 (9-10) 0.95 deg and 2.7 cm off at 1.6 m;
+#: x0.5 (22-28 superpoints) and x0.02 (25-26) were right (1.4 / 0.3 deg).
+MIN_SUPERPOINTS = 16
+
+
+def check_superpoints(
+    estimate: MemoryEstimate, footprint: NetworkFootprint, names: tuple[str, str]
+) -> None:
+    """Refuse a cloud too small for the network: fewer than :data:`MIN_SUPERPOINTS` at its
+    superpoint voxel.
+
+    Raises:
+        TooFewPointsError"""
+    from pcreg.registration.checks import TooFewPointsError
+
+    for n, name in zip(estimate.nsp, names, strict=True):
+        if n < MIN_SUPERPOINTS:
+            raise TooFewPointsError(
+                name,
+                f"too small for the network: {n} superpoints at its {footprint.coarse_voxel:g} "
+                f"m superpoint voxel, at least {MIN_SUPERPOINTS} are needed (are the "
+                "coordinates in metres? --method fpfh-ransac with a smaller --voxel-size "
+                "registers small objects)",
+            )
 
 
 def check_memory(

@@ -83,3 +83,14 @@ def test_max_memory_reaches_the_pipeline(rng):
                         max_memory="1K")  # fmt: skip
     with pytest.raises(MemoryCapError, match="cap"):
         pipe(room, room)
+
+
+def test_scene_too_small_for_the_network_is_refused(rng):
+    from pcreg.registration.checks import TooFewPointsError
+    from pcreg.registration.pipeline import Registration
+
+    box = rng.uniform(0, 1.0, (20000, 3))  # 1 m: at most 27 cells of 0.4 m, ~8 in practice
+    box = box[(box[:, 2] < 0.05) | (box[:, 0] < 0.05)]  # two faces: few occupied cells
+    pipe = Registration("indoor", networks=lambda m, d: pytest.fail("must not load"))
+    with pytest.raises(TooFewPointsError, match="too small for the network: .* superpoints"):
+        pipe(box, box)
