@@ -52,13 +52,14 @@ def run_evaluation(cfg: EvaluateConfig) -> dict | None:
         raise ConfigError("workers", "use either torchrun's processes or workers=N, not both")
     runner = None
     try:
-        pipeline = Registration(str(cfg.checkpoint), device=cfg.device)
+        # the published protocol scores the network's own estimate: no ICP
+        pipeline = Registration(str(cfg.checkpoint), device=cfg.device, icp=False)
         pipeline.loaded()  # load (and check) the checkpoint before any pair is read
         if cfg.workers > 1:
             from pcreg.batch.runner import BatchOptions, RayRunner
             from pcreg.engine.heap import retaining
 
-            options = BatchOptions(model=str(cfg.checkpoint), retain_heap=retaining())
+            options = BatchOptions(model=str(cfg.checkpoint), icp=False, retain_heap=retaining())
             loaded = {options.model: pipeline.loaded()}  # loaded above: not read again
             runner = RayRunner(options, workers=cfg.workers, loaded=loaded)
         result = evaluate_pairs(

@@ -70,7 +70,7 @@ def run_odometry(
     *,
     model: str | None = "outdoor",
     method: str = "geotransformer",
-    icp: bool = False,
+    icp: bool = True,
     voxel_size: float | None = None,
     device: str = "cpu",
     progress: bool = True,

@@ -50,7 +50,7 @@ class BatchOptions:
 
     model: str | None = None
     method: str = "geotransformer"
-    icp: bool = False
+    icp: bool = True
     voxel_size: float | None = None
     search: dict[str, Any] = field(default_factory=dict)
     retain_heap: bool = False

@@ -263,7 +263,7 @@ def _throughput_worker(pairs: list[dict], model: str, runs: int, workers: int = 
     from pcreg.engine.heap import peak_rss_mib, retaining
     from pcreg.io import read_points
 
-    register = pipeline(model)
+    register = pipeline(model, icp=False)  # the network's throughput
     clouds = [(read_points(p["src"]), read_points(p["ref"])) for p in pairs]
     four = [clouds[i % len(clouds)] for i in range(4)]
     threads = torch.get_num_threads()
@@ -286,7 +286,7 @@ def _throughput_worker(pairs: list[dict], model: str, runs: int, workers: int = 
         torch.set_num_threads(threads)
     out["batch4_pairs_per_s"] = rate(lambda: register.batch(four))
     out["peak_mib_batch4"] = _peak_mib()
-    options = BatchOptions(model=model, retain_heap=retaining())
+    options = BatchOptions(model=model, icp=False, retain_heap=retaining())
     for n in (1, workers):
         start = time.perf_counter()
         with RayRunner(options, workers=n) as runner:

@@ -33,7 +33,13 @@ def add_method_arguments(cmd: argparse.ArgumentParser, default_model: str | None
         + ("" if default_model else " (default: chosen from the clouds' extent, > 20 m: outdoor)"),
     )
     cmd.add_argument("--method", choices=METHODS, default="geotransformer")
-    cmd.add_argument("--icp", action="store_true", help="refine with point-to-plane ICP")
+    cmd.add_argument(
+        "--icp",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="refine with point-to-plane ICP to convergence (default; --no-icp: the method's "
+        "own estimate, 0.03-0.09 s faster and less stable under tiny input changes)",
+    )
     cmd.add_argument(
         "--voxel-size",
         type=float,

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from pcreg.ops import grid_subsample
+from pcreg.ops.grid_subsample import GRID_PHASE
 
 
 def numpy_grid_subsample(points: np.ndarray, lengths: list[int], voxel: float):
@@ -21,7 +22,7 @@ def numpy_grid_subsample(points: np.ndarray, lengths: list[int], voxel: float):
         lo = item.min(axis=0)
         cells = defaultdict(list)
         for p in item:
-            cells[tuple(np.floor((p - lo) / voxel).astype(np.int64))].append(p)
+            cells[tuple(np.floor((p - lo) / voxel + GRID_PHASE).astype(np.int64))].append(p)
         for key in sorted(cells):
             out.append(np.mean(cells[key], axis=0))
         out_len.append(len(cells))
@@ -41,18 +42,20 @@ def test_matches_numpy_reference(lengths, voxel, offset, rng):
 
 
 def test_each_output_is_the_centroid_of_its_voxel():
-    pts = torch.tensor([[0.01, 0.01, 0.01], [0.03, 0.05, 0.07], [0.95, 0.95, 0.95]])
+    # the first cell spans [min - 0.0618, min + 0.0382) on each axis
+    pts = torch.tensor([[0.01, 0.01, 0.01], [0.03, 0.04, 0.045], [0.95, 0.95, 0.95]])
     out, n = grid_subsample(pts, None, 0.1)
     assert n.tolist() == [2]
-    torch.testing.assert_close(out, torch.tensor([[0.02, 0.03, 0.04], [0.95, 0.95, 0.95]]))
+    torch.testing.assert_close(out, torch.tensor([[0.02, 0.025, 0.0275], [0.95, 0.95, 0.95]]))
 
 
 def test_one_point_per_voxel_and_reduction(rng):
     pts = torch.from_numpy(rng.random((5000, 3)).astype(np.float32))
     out, n = grid_subsample(pts, torch.tensor([5000]), 0.25)
-    assert int(n) == out.shape[0] == 64  # a 1 m cube, 4 cells per axis, all occupied
-    cells = torch.floor((out - pts.min(0).values) / 0.25)
-    assert torch.unique(cells, dim=0).shape[0] == 64
+    # a 1 m cube over 5 cells per axis (the grid starts 0.618 cells before the minimum)
+    assert int(n) == out.shape[0] == 125
+    cells = torch.floor((out - pts.min(0).values) / 0.25 + GRID_PHASE)
+    assert torch.unique(cells, dim=0).shape[0] == 125
 
 
 def test_bad_arguments():

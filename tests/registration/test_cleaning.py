@@ -28,12 +28,18 @@ def test_drop_isolated_removes_strays_only(rng):
     assert len(drop_isolated(np.vstack([surface, pair + 50]), 0.4)) == 5002
 
 
-def test_drop_isolated_decision_ignores_the_strays(rng):
-    """A real point near a cell boundary is kept or dropped the same way with strays added
-    (the grid is the anchor's, not the cloud's minimum, which strays move)."""
+def test_drop_isolated_is_exact_and_ignores_offsets_and_strays(rng):
+    """The same points are dropped at any offset and with strays added: the test is the
+    distance to the nearest neighbour, not a grid's cells."""
     sparse = rng.uniform(0, 40, (3000, 3))  # ~2.8 m spacing: many points near the cut-off
-    base = drop_isolated(sparse, 2.0, np.array([5e5, 4.2e6, 0.0]))
-    strays = rng.uniform(-4000, 4000, (30, 3))
-    with_strays = drop_isolated(np.vstack([sparse, strays]), 2.0, np.array([5e5, 4.2e6, 0.0]))
-    np.testing.assert_array_equal(with_strays, base)
+    base = drop_isolated(sparse, 2.0)
     assert 0 < len(base) < len(sparse)
+    from scipy.spatial import cKDTree
+
+    nearest = cKDTree(sparse).query(sparse, k=2)[0][:, 1]
+    np.testing.assert_array_equal(base, sparse[nearest <= 2.0])
+    for offset in (1e3, 1e6, 4.2e6):
+        np.testing.assert_allclose(drop_isolated(sparse + offset, 2.0) - offset, base,
+                                   atol=1e-6)  # fmt: skip
+    strays = rng.uniform(-4000, 4000, (30, 3))
+    np.testing.assert_array_equal(drop_isolated(np.vstack([sparse, strays]), 2.0), base)

@@ -92,5 +92,5 @@ def test_scene_too_small_for_the_network_is_refused(rng):
     box = rng.uniform(0, 1.0, (20000, 3))  # 1 m: at most 27 cells of 0.4 m, ~8 in practice
     box = box[(box[:, 2] < 0.05) | (box[:, 0] < 0.05)]  # two faces: few occupied cells
     pipe = Registration("indoor", networks=lambda m, d: pytest.fail("must not load"))
-    with pytest.raises(TooFewPointsError, match="too small for the network: .* superpoints"):
+    with pytest.raises(TooFewPointsError, match=r"too small for the network: .* superpoints"):
         pipe(box, box)
