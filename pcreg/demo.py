@@ -164,7 +164,7 @@ def run_demo(
     shared_data: Path | None = None,
     model: str = "indoor",
     method: str = "auto",
-    icp: bool = False,
+    icp: bool = True,
     force: bool = False,
 ) -> str:
     """Register the demo pair, write :data:`OUTPUTS` into ``out_dir`` and return a summary.

@@ -31,7 +31,12 @@ def add_parser(sub) -> None:
         default="auto",
         help="auto: the shipped model if present, else FPFH+RANSAC+ICP",
     )
-    demo.add_argument("--icp", action="store_true", help="refine with point-to-plane ICP")
+    demo.add_argument(
+        "--icp",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="refine with point-to-plane ICP (default, as in pcreg register; --no-icp: off)",
+    )
     demo.add_argument("--force", action="store_true", help="replace existing outputs")
     demo.add_argument("--shared-data", type=Path, default=DEFAULT_SHARED_DATA)
     demo.set_defaults(func=run)
