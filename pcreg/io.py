@@ -148,13 +148,36 @@ def validate_points(
                 f"{bad} of {len(xyz)} points have NaN/Inf coordinates (pass "
                 "--drop-nonfinite, or nan_policy='drop' in Python, to remove them)",
             )
+        if not finite.any():
+            raise EmptyCloudError(source, "no finite points left after dropping NaN/Inf")
         logger.warning(
             "%s: dropped %d of %d points with NaN/Inf coordinates", os.fspath(source), bad, len(xyz)
         )
         xyz = xyz[finite]
-        if len(xyz) == 0:
-            raise EmptyCloudError(source, "no finite points left after dropping NaN/Inf")
+    if arr.dtype == np.float32:
+        _check_float32_precision(xyz, source)
     return np.ascontiguousarray(xyz)
+
+
+#: a float32 cloud must resolve its own extent into at least this many steps
+FLOAT32_MIN_STEPS = 1e4
+
+
+def _check_float32_precision(xyz: np.ndarray, source: PathLike) -> None:
+    """Refuse float32 coordinates too coarse for the cloud: at 4.2e6 m (UTM) float32 steps
+    are 0.5 m, so a 4 m room written as float32 there has lost its shape. The test: the
+    float32 step at the largest coordinate against the robust extent (1st-99th percentile box
+    diagonal)."""
+    step = float(np.spacing(np.float32(np.abs(xyz).max())))
+    lo, hi = np.percentile(xyz, [1, 99], axis=0)
+    extent = float(np.linalg.norm(hi - lo))
+    if extent > 0 and extent / step < FLOAT32_MIN_STEPS:
+        raise InputError(
+            source,
+            f"float32 coordinates up to {np.abs(xyz).max():.3g} are spaced {step:.3g} apart, "
+            f"too coarse for a cloud spanning {extent:.3g}: the precision was lost when the "
+            "file was written (store float64, or subtract an offset before converting)",
+        )
 
 
 def _read_npy(path: Path) -> np.ndarray:

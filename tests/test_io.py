@@ -277,3 +277,24 @@ def test_read_refuses_a_file_over_the_memory_cap(tmp_path):
     with pytest.raises(ValueError, match=r"big.npy: too large to read under the memory cap"):
         io.read_points(path, max_memory=10_000)  # 24 kB of float64 needs ~72 kB
     assert io.read_points(path, max_memory=100_000).shape == (1000, 3)
+
+
+def test_float32_at_utm_offsets_is_refused(tmp_path, rng):
+    room = rng.uniform(0, 4, (2000, 3))
+    path = tmp_path / "utm32.npy"
+    utm = room + np.array([5e5, 4.2e6, 0.0])
+    np.save(path, utm.astype(np.float32))  # 0.5 m steps for a 4 m room
+    with pytest.raises(ValueError, match=r"utm32.npy: float32 coordinates .* too coarse"):
+        io.read_points(path)
+    np.save(path, utm)
+    assert io.read_points(path).shape == (2000, 3)
+    np.save(path, room.astype(np.float32))  # float32 near the origin is fine
+    assert io.read_points(path).shape == (2000, 3)
+
+
+def test_drop_nonfinite_all_nan_is_one_error(tmp_path, caplog):
+    path = tmp_path / "nan.npy"
+    np.save(path, np.full((10, 3), np.nan))
+    with pytest.raises(ValueError, match="no finite points left"):
+        io.read_points(path, nan_policy="drop")
+    assert not [r for r in caplog.records if r.levelname == "WARNING"]

@@ -74,7 +74,29 @@ def check_cloud(points: np.ndarray, name: str) -> float:
             f"zero extent: at least 98% of its {n} points lie on one point "
             f"(the full bounding box spans {float(np.linalg.norm(hi - lo)):.3g})",
         )
+    _check_flat(points, name)
     return extent
+
+
+#: a cloud whose thinnest principal spread is below this fraction of its widest is flat
+FLAT_RATIO = 1e-3
+
+
+def _check_flat(points: np.ndarray, name: str) -> None:
+    """Refuse a cloud on one line or one plane: a rigid transform onto it is not determined
+    (it slides along the line or the plane), so any answer would be arbitrary. The test: the
+    principal standard deviations of the points (of at most 20k of them, evenly strided)."""
+    sample = points[:: max(1, len(points) // 20000)]
+    spread = np.sqrt(np.clip(np.linalg.eigvalsh(np.cov(sample.T)), 0.0, None))  # ascending
+    if spread[1] < FLAT_RATIO * spread[2]:
+        raise InputError(name, "all points lie on one line: a rigid transform onto it is "
+                         "not determined")  # fmt: skip
+    if spread[0] < FLAT_RATIO * spread[2]:
+        raise InputError(
+            name,
+            f"all points lie on one plane (thickness {spread[0]:.2g} against a spread of "
+            f"{spread[2]:.3g}): a rigid transform onto it is not determined",
+        )
 
 
 def check_pair(

@@ -14,7 +14,10 @@ import logging
 
 import numpy as np
 
-__all__ = ["drop_duplicates", "drop_isolated"]
+__all__ = ["FAR_FACTOR", "drop_duplicates", "drop_far", "drop_isolated"]
+
+#: a point farther than this many scene extents from the cloud's median is not part of it
+FAR_FACTOR = 1000.0
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +43,24 @@ def drop_duplicates(points: np.ndarray) -> np.ndarray:
     repeat[order[1:]] = (ranked[1:] == ranked[:-1]).all(1)
     logger.info("dropped %d repeated points of %d", int(repeat.sum()), len(pts))
     return points[~repeat]
+
+
+def drop_far(points: np.ndarray) -> np.ndarray:
+    """``points (N, 3)``, centred on their median, without those farther than
+    :data:`FAR_FACTOR` x the cloud's robust extent (1st-99th percentile box diagonal) from
+    it: a stray return at 1e9 or 1e300 m, which would otherwise stretch every bounding box
+    and voxel grid past what Open3D can index. Returns ``points`` itself when none is."""
+    from pcreg.registration.checks import cloud_extent
+
+    extent = cloud_extent(points)
+    if not extent > 0:
+        return points
+    far = np.abs(points).max(1) > FAR_FACTOR * extent
+    if not far.any() or far.all():
+        return points
+    logger.info("dropped %d points over %g x the extent (%.3g) from the median", int(far.sum()),
+                FAR_FACTOR, extent)  # fmt: skip
+    return points[~far]
 
 
 def drop_isolated(points: np.ndarray, radius: float) -> np.ndarray:

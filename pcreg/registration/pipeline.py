@@ -40,7 +40,7 @@ from pcreg.registration.checks import (
     cloud_extent,
     voxel_count,
 )
-from pcreg.registration.cleaning import drop_duplicates, drop_isolated
+from pcreg.registration.cleaning import drop_duplicates, drop_far, drop_isolated
 from pcreg.registration.resources import (
     SHIPPED_FOOTPRINTS,
     NetworkFootprint,
@@ -95,22 +95,26 @@ def choose_model(src: np.ndarray, ref: np.ndarray) -> str:
     return "outdoor" if extent > OUTDOOR_EXTENT_M else "indoor"
 
 
-def working_origin(ref: np.ndarray) -> np.ndarray:
-    """``(3,) float64``: the per-axis median of ``ref``, the origin of the frame a pair is
-    registered in. Subtracting it in float64 before anything casts to float32 keeps
-    georeferenced coordinates (UTM: 4.2e6 m, where float32 steps are 0.5 m) exact, and a
-    shift of the input shifts it by the same amount, so the estimate does not change."""
-    return np.median(np.asarray(ref, np.float64), axis=0)
+def working_origin(points: np.ndarray) -> np.ndarray:
+    """``(3,) float64``: the per-axis median of ``points``, the origin of the frame each cloud
+    of a pair is registered in. Subtracting it in float64 before anything casts to float32
+    keeps georeferenced coordinates (UTM: 4.2e6 m, where float32 steps are 0.5 m) exact, and
+    a shift of the input shifts it by the same amount, so the estimate does not change. Each
+    cloud gets its own: a source at the origin and a reference at UTM coordinates would
+    otherwise put one of them 4.2e6 m from the working origin."""
+    return np.median(np.asarray(points, np.float64), axis=0)
 
 
-def to_user_frame(result: RegistrationResult, origin: np.ndarray) -> RegistrationResult:
-    """Map a result estimated on clouds shifted by ``-origin`` back to the user's frame:
-    ``T = Tr(origin) @ T_w @ Tr(-origin)``, correspondences shifted by ``+origin``."""
+def to_user_frame(result: RegistrationResult, origins: np.ndarray) -> RegistrationResult:
+    """Map a result estimated on the source shifted by ``-origins[0]`` and the reference by
+    ``-origins[1]`` back to the user's frames: ``T = Tr(o_ref) @ T_w @ Tr(-o_src)``,
+    correspondences shifted back by their cloud's origin."""
+    o_src, o_ref = np.asarray(origins, np.float64)
     transform = np.asarray(result.transform, np.float64).copy()
-    transform[:3, 3] += origin - transform[:3, :3] @ origin
+    transform[:3, 3] += o_ref - transform[:3, :3] @ o_src
     result.transform = transform
-    result.src_corr_points = np.asarray(result.src_corr_points, np.float64).reshape(-1, 3) + origin
-    result.ref_corr_points = np.asarray(result.ref_corr_points, np.float64).reshape(-1, 3) + origin
+    result.src_corr_points = np.asarray(result.src_corr_points, np.float64).reshape(-1, 3) + o_src
+    result.ref_corr_points = np.asarray(result.ref_corr_points, np.float64).reshape(-1, 3) + o_ref
     return result
 
 
@@ -128,13 +132,13 @@ class _Plan:
     stray_cell: float
 
     def clean(
-        self, src: np.ndarray, ref: np.ndarray, origin: np.ndarray
+        self, src: np.ndarray, ref: np.ndarray, origins: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The pair without stray points, re-centred on the cleaned reference's median (so
-        that strays do not move the working frame); returns it and the new total origin."""
+        that strays do not move the working frame); returns it and the new total origins."""
         src, ref = drop_isolated(src, self.stray_cell), drop_isolated(ref, self.stray_cell)
-        shift = working_origin(ref)
-        return src - shift, ref - shift, origin + shift
+        shift = np.stack([working_origin(src), working_origin(ref)])
+        return src - shift[0], ref - shift[1], origins + shift
 
 
 class Registration:
@@ -286,10 +290,10 @@ class Registration:
         """Register ``src (N, 3)`` onto ``ref (M, 3)`` (metres, validated arrays); ``names``
         label them in errors."""
         start = time.perf_counter()
-        origin = working_origin(ref)
-        src, ref = _shifted(src, origin), _shifted(ref, origin)
+        origins = np.stack([working_origin(src), working_origin(ref)])
+        src, ref = _shifted(src, origins[0]), _shifted(ref, origins[1])
         plan = self.plan(src, ref, names)
-        src, ref, origin = plan.clean(src, ref, origin)
+        src, ref, origins = plan.clean(src, ref, origins)
         t0 = time.perf_counter()
         if plan.loaded is not None:
             found = self.search_for(plan.loaded)(src, ref)
@@ -297,15 +301,17 @@ class Registration:
         else:
             result = self._classical(plan, src, ref)
         result.timings["register"] = time.perf_counter() - t0
-        return self._finish(result, plan, src, ref, start, origin)
+        return self._finish(result, plan, src, ref, start, origins)
 
     def batch(self, pairs: Sequence[tuple[np.ndarray, np.ndarray]]) -> list[RegistrationResult]:
         """Register ``(src, ref)`` pairs in this process, results in input order. A network
         without orientation search runs all pairs in one padded forward pass (each
         ``timings["register"]`` is then the batch's). Over worker processes:
         :class:`~pcreg.batch.runner.RayRunner` (a floor up)."""
-        origins = [working_origin(r) for _, r in pairs]
-        pairs = [(_shifted(s, o), _shifted(r, o)) for (s, r), o in zip(pairs, origins, strict=True)]
+        origins = [np.stack([working_origin(s), working_origin(r)]) for s, r in pairs]
+        pairs = [
+            (_shifted(s, o[0]), _shifted(r, o[1])) for (s, r), o in zip(pairs, origins, strict=True)
+        ]
         plans = [self.plan(s, r) for s, r in pairs]
         cleaned = [p.clean(s, r, o) for p, (s, r), o in zip(plans, pairs, origins, strict=True)]
         pairs = [(s, r) for s, r, _ in cleaned]
@@ -325,7 +331,7 @@ class Registration:
                 result.timings["register"] = elapsed
                 out.append(self._finish(result, plan, src, ref, start, origin))
             return out
-        return [self(s + o, r + o) for (s, r), o in zip(pairs, origins, strict=True)]
+        return [self(s + o[0], r + o[1]) for (s, r), o in zip(pairs, origins, strict=True)]
 
     def _learned(self, plan: _Plan, pred: Prediction, hypothesis: str) -> RegistrationResult:
         assert plan.loaded is not None
@@ -371,7 +377,7 @@ class Registration:
         src: np.ndarray,
         ref: np.ndarray,
         start: float,
-        origin: np.ndarray,
+        origins: np.ndarray,
     ) -> RegistrationResult:
         """ICP when asked (in the working frame), then the result in the user's frame
         (:func:`to_user_frame`), its arrays' dtypes and shapes, and the total time."""
@@ -387,7 +393,7 @@ class Registration:
             result.ref_corr_points = refined.ref_corr_points
             result.corr_scores = np.ones(len(refined.src_corr_points))
             result.icp = True
-        to_user_frame(result, origin)
+        to_user_frame(result, origins)
         result.corr_scores = np.asarray(result.corr_scores, np.float64).reshape(-1)
         result.timings["total"] = time.perf_counter() - start
         return result
@@ -412,4 +418,4 @@ class _NetworkCache:
 def _shifted(points: np.ndarray, origin: np.ndarray) -> np.ndarray:
     """``points - origin`` in float64 (the working frame of :func:`working_origin`), without
     repeated points (:func:`drop_duplicates`)."""
-    return drop_duplicates(np.asarray(points, np.float64) - origin)
+    return drop_far(drop_duplicates(np.asarray(points, np.float64) - origin))

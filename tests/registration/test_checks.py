@@ -99,3 +99,23 @@ def test_registrar_names_nan_input(rng):
     bad[7] = np.nan
     with pytest.raises(NonFiniteError, match="src of pair 0: has NaN/Inf"):
         net(bad, rng.uniform(0, 3, (2000, 3)))
+
+
+def test_planes_and_lines_are_refused(rng):
+    plane = np.c_[rng.uniform(0, 4, (2000, 2)), np.zeros(2000)]
+    line = np.c_[rng.uniform(0, 4, 2000), np.zeros((2000, 2))]
+    with pytest.raises(InputError, match="all points lie on one plane"):
+        check_pair(_room(rng), plane)
+    with pytest.raises(InputError, match="all points lie on one line"):
+        check_pair(line, _room(rng))
+    noisy = plane + np.c_[np.zeros((2000, 2)), rng.normal(0, 0.01, 2000)]
+    assert check_pair(_room(rng), noisy)[1] > 0  # a wall with 1 cm of relief is a scan
+
+
+def test_far_strays_are_dropped(rng):
+    from pcreg.registration.cleaning import drop_far
+
+    room = _room(rng) - 2.0
+    far = np.vstack([room, [[1e9, 0, 0], [0, -1e15, 0], [1e300, 1, 1]]])
+    np.testing.assert_array_equal(drop_far(far), room)
+    assert drop_far(room) is room
