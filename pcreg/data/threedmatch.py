@@ -170,7 +170,10 @@ class LogEntry:
 def _read_blocks(path: Path, rows: int) -> list[LogEntry]:
     if not path.is_file():
         raise MissingFileError(path, "benchmark file not found")
-    lines = [ln.split() for ln in path.read_text().splitlines() if ln.strip()]
+    try:
+        lines = [ln.split() for ln in path.read_text().splitlines() if ln.strip()]
+    except UnicodeDecodeError:
+        raise CorruptFileError(path, "not a text file (invalid UTF-8)") from None
     if len(lines) % (rows + 1):
         raise CorruptFileError(path, f"expected blocks of {rows + 1} lines, got {len(lines)} lines")
     out = []

@@ -59,10 +59,17 @@ def load_checkpoint(
         payload = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as err:  # zip errors, unpickling errors, EOF ...
         raise CorruptFileError(
-            path, f"cannot read checkpoint ({type(err).__name__}: {str(err).splitlines()[0]})"
+            path, f"cannot read checkpoint ({type(err).__name__}: {_first_line(err)})"
         ) from None
     if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT:
         raise CorruptFileError(path, "not a pcreg checkpoint (no 'format': 'pcreg' entry)")
     if kind is not None and payload.get("kind") != kind:
         raise CorruptFileError(path, f"is a {payload.get('kind')!r} checkpoint, expected {kind!r}")
     return payload
+
+
+def _first_line(err: BaseException) -> str:
+    """The first line of an error's message (``"no message"`` for an empty one: torch's
+    EOFError on a 0-byte file)."""
+    lines = str(err).splitlines()
+    return lines[0] if lines else "no message"

@@ -10,6 +10,7 @@ written before that split keep them among the configuration's keys, and both are
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -117,6 +118,13 @@ def load_network(
         raise CorruptFileError(
             path, f"cannot build its model ({str(err).splitlines()[0]})"
         ) from None
+    cfg = network.config
+    if not (math.isfinite(cfg.voxel_size) and cfg.voxel_size > 0 and cfg.num_stages >= 1):
+        raise CorruptFileError(
+            path,
+            f"has an unusable model configuration (voxel_size {cfg.voxel_size}, num_stages "
+            f"{cfg.num_stages})",
+        )
     text = os.fspath(model)
     setting = text if text in SHIPPED_MODELS else ckpt.get("setting")
     return LoadedNetwork(network, search, text, setting)

@@ -74,3 +74,13 @@ def test_unpickler_refuses_foreign_globals(tmp_path):
     (tmp_path / "short.log").write_text("0 1 2\n1 0 0 0\n")
     with pytest.raises(CorruptFileError, match="blocks of 5 lines"):
         read_gt_log(tmp_path / "short.log")
+
+
+def test_binary_log_is_a_corrupt_file(tmp_path):
+    from pcreg.data.threedmatch import read_gt_log
+    from pcreg.errors import CorruptFileError
+
+    path = tmp_path / "gt.log"
+    path.write_bytes(bytes(range(256)))
+    with pytest.raises(CorruptFileError, match="not a text file"):
+        read_gt_log(path)

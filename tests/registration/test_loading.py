@@ -88,3 +88,21 @@ def test_inference_settings_travel_with_the_weights(tmp_path, tiny_checkpoint):
         assert load_network("indoor").setting == "indoor"
     if (WEIGHTS_DIR / "outdoor.pt").is_file():
         assert load_network("outdoor").search.orientation_search == "none"
+
+
+def test_unusable_checkpoints_are_input_errors(tmp_path):
+    from pcreg.engine.checkpoint import load_checkpoint, save_checkpoint
+    from pcreg.errors import CorruptFileError
+    from pcreg.registration.loading import WEIGHTS_DIR, load_network
+
+    empty = tmp_path / "empty.pt"
+    empty.write_bytes(b"")
+    with pytest.raises(CorruptFileError, match=r"empty\.pt: cannot read checkpoint"):
+        load_network(empty)
+    ckpt = load_checkpoint(WEIGHTS_DIR / "indoor.pt")
+    for voxel in (-1.0, float("nan"), 0.0):
+        bad = tmp_path / f"voxel{voxel}.pt"
+        save_checkpoint(bad, "geotransformer", ckpt["model"],
+                        config={**ckpt["config"], "voxel_size": voxel})  # fmt: skip
+        with pytest.raises(CorruptFileError, match="unusable model configuration"):
+            load_network(bad)
