@@ -78,6 +78,10 @@ POINT_READ_FORMATS = (
 POINT_WRITE_FORMATS = (".ply", ".npy")
 TRANSFORM_FORMATS = (".txt", ".npy", ".json")
 
+#: the largest translation (metres) a transform may have: ~a light-second, far beyond any
+#: georeferenced survey, and far below where squared distances overflow
+MAX_TRANSLATION = 1e12
+
 #: Default tolerance of :func:`validate_transform`. The 3DMatch ground-truth rotations are off
 #: orthonormal by up to 1.2e-3 (DESIGN §7), so the check must accept that much.
 RIGID_ATOL = 5e-3
@@ -369,6 +373,12 @@ def validate_transform(
         raise ShapeError(source, f"expected a 4x4 (or 3x4) transform, got shape {arr.shape}")
     if not np.isfinite(arr).all():
         raise NonFiniteError(source, "transform contains NaN/Inf")
+    if np.abs(arr[:3, 3]).max() > MAX_TRANSLATION:
+        raise NonRigidTransformError(
+            source,
+            f"translation of {np.abs(arr[:3, 3]).max():.3g} m is beyond {MAX_TRANSLATION:g} m "
+            "(no scan spans that; errors and distances would overflow)",
+        )
     rot = arr[:3, :3]
     ortho_err = float(np.abs(rot.T @ rot - np.eye(3)).max())
     det = float(np.linalg.det(rot))

@@ -98,6 +98,8 @@ def run_odometry(
     for name in names:  # before any registration runs
         if not Path(name).is_file():
             raise MissingFileError(name, "scan not found")
+    if workers is not None and workers < 1:
+        raise InputError("workers", f"must be at least 1, got {workers}")
     if address is None and (workers == 1 or len(names) == 2 or device != "cpu"):
         relative, times, used = _serial(
             names, model, method, icp, voxel_size, device, progress, max_memory, nan_policy
@@ -105,6 +107,10 @@ def run_odometry(
     else:
         if device != "cpu":
             raise InputError("device", "parallel odometry runs on the CPU (--device cpu)")
+        from pcreg.io import read_points
+
+        for name in names:  # a bad scan is reported before the cluster starts
+            read_points(name, nan_policy=nan_policy)
         relative, times, used = _on_ray(
             names, model, method, icp, voxel_size, workers, address, progress, max_memory,
             nan_policy,

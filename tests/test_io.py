@@ -298,3 +298,12 @@ def test_drop_nonfinite_all_nan_is_one_error(tmp_path, caplog):
     with pytest.raises(ValueError, match="no finite points left"):
         io.read_points(path, nan_policy="drop")
     assert not [r for r in caplog.records if r.levelname == "WARNING"]
+
+
+def test_transform_with_an_absurd_translation_is_refused():
+    t = np.eye(4)
+    t[0, 3] = 1e300
+    with pytest.raises(ValueError, match="translation of 1e\\+300 m is beyond"):
+        io.validate_transform(t)
+    t[0, 3] = 4.2e6  # a UTM offset is fine
+    assert io.validate_transform(t)[0, 3] == 4.2e6

@@ -79,3 +79,16 @@ def test_real_kitti_relative_poses_within_5cm_half_degree(shared_data, capsys, f
     rre, rte = _rre_rte(np.asarray(record["relative"][0]), gt)
     assert rre < 0.5 and rte < 0.05, (rre, rte)
     assert record["model"] == "outdoor"
+
+
+def test_odometry_refuses_zero_workers(tmp_path, rng):
+    from pcreg.errors import InputError
+    from pcreg.odometry import run_odometry
+
+    scans = []
+    for k in range(2):
+        path = tmp_path / f"{k}.npy"
+        np.save(path, rng.uniform(0, 30, (3000, 3)))
+        scans.append(path)
+    with pytest.raises(InputError, match="workers: must be at least 1"):
+        run_odometry(scans, workers=0)

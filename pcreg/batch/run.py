@@ -43,6 +43,7 @@ def run_batch(
     ``overwrite``: start from an empty results file instead of resuming."""
     import ray
 
+    options.pipeline()  # its arguments are checked here, before any cluster starts
     out = results_dir(out)
     if overwrite:
         for name in ("results.jsonl", "summary.json"):
