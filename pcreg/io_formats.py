@@ -707,6 +707,10 @@ def read_las(path: Path) -> np.ndarray:
                         raise CorruptFileError(
                             path, f"LAS header {axis} scale {scale} / offset {offset} is not finite"
                         )
+                    if scale < 0:
+                        raise CorruptFileError(
+                            path, f"LAS header {axis} scale {scale} is negative: a mirrored cloud"
+                        )
                     if scale == 0:
                         raise CorruptFileError(
                             path, f"LAS header {axis} scale is 0: every {axis} would be the offset"

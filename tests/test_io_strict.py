@@ -328,7 +328,9 @@ def test_las_keeps_utm_precision(tmp_path):
     np.testing.assert_allclose(io.read_points(tmp_path / "c.las"), xyz, rtol=0, atol=1e-6)
 
 
-@pytest.mark.parametrize(("value", "words"), [(0.0, "scale is 0"), (np.nan, "not finite")])
+@pytest.mark.parametrize(
+    ("value", "words"), [(0.0, "scale is 0"), (np.nan, "not finite"), (-1e-3, "negative")]
+)
 def test_las_bad_scale_is_an_error(tmp_path, value, words):
     path = tmp_path / "c.las"
     _las(path, utm_cloud(50))

@@ -62,9 +62,9 @@ def _gt(value: object, base: Path, where: str) -> np.ndarray | None:
         gt = np.asarray(value, np.float64).reshape(4, 4)
     except (TypeError, ValueError):
         raise InputError(where, "gt must be a path, 16 numbers or a 4x4 list") from None
-    if not np.all(np.isfinite(gt)) or not np.allclose(gt[3], [0, 0, 0, 1]):
-        raise InputError(where, "gt is not a finite rigid transform (bottom row 0 0 0 1)")
-    return gt
+    from pcreg.io import validate_transform
+
+    return validate_transform(gt, where)  # finite, rigid (no scaling or shear)
 
 
 def read_manifest(path: str | os.PathLike[str]) -> list[ManifestPair]:
@@ -158,6 +158,8 @@ def dataset_manifest(
             ds = KittiPairs(root, benchmark or "test", refine=False)
         except KeyError as err:
             raise InputError(root, f"unknown KITTI split {err}") from None
+        if not ds.records:
+            raise InputError(root, "no KITTI pairs found (expected sequences/NN/velodyne/*.bin)")
         return [
             ManifestPair(
                 f"{r.seq:02d}/{r.src_frame:06d}->{r.ref_frame:06d}",

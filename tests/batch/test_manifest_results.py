@@ -157,3 +157,16 @@ def test_manifests_that_cannot_be_run_are_refused(tmp_path):
     (tmp_path / "latin.csv").write_bytes(b"src,ref\n\xe9.ply,b.ply\n")
     with pytest.raises(InputError, match="not UTF-8"):
         read_manifest(tmp_path / "latin.csv")
+
+
+def test_manifest_gt_must_be_rigid(tmp_path):
+    path = tmp_path / "pairs.jsonl"
+    scaled = np.diag([2.0, 2.0, 2.0, 1.0]).reshape(16).tolist()
+    path.write_text(json.dumps({"src": "a.ply", "ref": "b.ply", "gt": scaled}) + "\n")
+    with pytest.raises(InputError, match="not orthonormal"):
+        read_manifest(path)
+
+
+def test_kitti_manifest_of_a_folder_without_scans(tmp_path):
+    with pytest.raises(InputError, match="no KITTI pairs found"):
+        dataset_manifest(tmp_path, "kitti")
