@@ -54,6 +54,8 @@ def main(argv: list[str] | None = None) -> int:
     from pcreg.engine.heap import retain_freed_memory
 
     retain_freed_memory()
+    if not args.verbose:  # Ray's start-up notes (e.g. its token authentication) are not ours
+        logging.getLogger("ray").setLevel(logging.ERROR)
     logging.captureWarnings(True)  # third-party warnings: one log line, shown with -v only
     logging.getLogger("py.warnings").setLevel(logging.DEBUG if args.verbose else logging.ERROR)
     if sys.stdout is None:  # started with stdout closed (>&-): every command writes to it

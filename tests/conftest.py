@@ -35,25 +35,9 @@ def shared_data() -> Path:
 def tiny_checkpoint(tmp_path_factory) -> Path:
     """A randomly initialised, tiny registration model saved as a loadable checkpoint: fast
     plumbing tests of everything that takes ``--model PATH`` (its estimates are meaningless)."""
-    from pcreg.models.geotransformer import GeoTransformerConfig, build_geotransformer
-    from pcreg.registration.network import save_model_checkpoint
+    from tiny_model import save_tiny_checkpoint
 
-    torch.manual_seed(0)
-    cfg = GeoTransformerConfig(
-        voxel_size=0.05,
-        init_dim=8,
-        group_norm=4,
-        hidden_dim=32,
-        coarse_dim=32,
-        output_dim=32,
-        num_points_in_patch=16,
-        sinkhorn_iterations=10,
-        sigma_d=0.4,
-        acceptance_radius=0.2,
-        neighbor_limits=(20, 20, 20, 20),
-    )
-    path = tmp_path_factory.mktemp("model") / "tiny.pt"
-    save_model_checkpoint(path, build_geotransformer(cfg))
+    path = save_tiny_checkpoint(tmp_path_factory.mktemp("model") / "tiny.pt")
     return path
 
 

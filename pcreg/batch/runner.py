@@ -200,7 +200,10 @@ class RayRunner:
             raise InputError("workers", f"must be at least 1, got {workers}")
         self._started = not ray.is_initialized()
         if self._started:
-            kwargs: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.WARNING}
+            # Ray's own notes (its token authentication, start-up) only when we log at DEBUG:
+            # the command line's stderr holds pcreg's warnings and one-line errors
+            level = logging.DEBUG if logger.isEnabledFor(logging.DEBUG) else logging.ERROR
+            kwargs: dict[str, Any] = {"log_to_driver": False, "logging_level": level}
             if address:
                 ray.init(address=address, **kwargs)
             else:

@@ -76,7 +76,13 @@ def run(args: argparse.Namespace) -> int:
         nan_policy=nan_policy(args),
     )
     summary = run_batch(
-        pairs, args.out, options, address=args.address, workers=args.workers, overwrite=args.force
+        pairs,
+        args.out,
+        options,
+        address=args.address,
+        workers=args.workers,
+        overwrite=args.force,
+        progress=sys.stderr.isatty(),  # a bar on a terminal; captured stderr stays clean
     )
     sys.stdout.write(format_summary(summary, new=summary["new"]) + "\n")
     logger.info("wrote %s and %s", args.out / "results.jsonl", args.out / "summary.json")

@@ -304,26 +304,9 @@ class Workspace:
         badly trained model: its estimates are meaningless)."""
         path = self.files / "tiny.pt"
         if not path.exists():
-            import torch
+            from tiny_model import save_tiny_checkpoint
 
-            from pcreg.models.geotransformer import GeoTransformerConfig, build_geotransformer
-            from pcreg.registration.network import save_model_checkpoint
-
-            torch.manual_seed(0)
-            cfg = GeoTransformerConfig(
-                voxel_size=0.05,
-                init_dim=8,
-                group_norm=4,
-                hidden_dim=32,
-                coarse_dim=32,
-                output_dim=32,
-                num_points_in_patch=16,
-                sinkhorn_iterations=10,
-                sigma_d=0.4,
-                acceptance_radius=0.2,
-                neighbor_limits=(20, 20, 20, 20),
-            )
-            save_model_checkpoint(path, build_geotransformer(cfg))
+            save_tiny_checkpoint(path)
         return path
 
     def checkpoint_variant(self, name: str, edit: Callable[[dict], dict]) -> Path:
