@@ -92,3 +92,15 @@ def test_odometry_refuses_zero_workers(tmp_path, rng):
         scans.append(path)
     with pytest.raises(InputError, match="workers: must be at least 1"):
         run_odometry(scans, workers=0)
+
+
+def test_odometry_refuses_an_address_nothing_answers_at(tmp_path, rng):
+    from pcreg.errors import InputError
+
+    scans = []
+    for k in range(3):
+        path = tmp_path / f"{k}.npy"
+        np.save(path, rng.uniform(0, 30, (3000, 3)))
+        scans.append(path)
+    with pytest.raises(InputError, match=r"no Ray cluster answers at 127\.0\.0\.1:1"):
+        run_odometry(scans, address="127.0.0.1:1")

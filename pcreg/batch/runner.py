@@ -205,6 +205,7 @@ class RayRunner:
             level = logging.DEBUG if logger.isEnabledFor(logging.DEBUG) else logging.ERROR
             kwargs: dict[str, Any] = {"log_to_driver": False, "logging_level": level}
             if address:
+                _check_reachable(address)
                 ray.init(address=address, **kwargs)
             else:
                 ray.init(
@@ -299,3 +300,21 @@ def results_dir(out: str | os.PathLike[str]) -> Path:
     except OSError as err:
         raise InputError(out, f"cannot create the results directory ({err.strerror})") from None
     return out
+
+
+def _check_reachable(address: str, timeout: float = 5.0) -> None:
+    """Refuse a ``host:port`` cluster address nothing answers at (Ray itself retries such an
+    address for minutes before it gives up). ``auto``, ``local`` and ``ray://`` client
+    addresses are left to Ray."""
+    import socket
+
+    host, sep, port = address.rpartition(":")
+    if not sep or "://" in address or not port.isdigit():
+        return
+    try:
+        with socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout):
+            pass
+    except OSError as err:
+        raise InputError(
+            "address", f"no Ray cluster answers at {address} ({err.strerror or err})"
+        ) from None
