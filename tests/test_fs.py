@@ -227,11 +227,17 @@ def test_sigterm_inside_signals_raise_removes_the_temp(tmp_path, signame):
 def test_signals_raise_restores_the_handlers():
     from pcreg._fs import Terminated, signals_raise
 
-    before = signal.getsignal(signal.SIGTERM)
-    with signals_raise():
-        assert signal.getsignal(signal.SIGTERM) is not before
-        with pytest.raises(Terminated) as err:
-            os.kill(os.getpid(), signal.SIGTERM)
-            time.sleep(5)  # the handler raises at the next bytecode boundary
-    assert err.value.code == 143 and "SIGTERM" in str(err.value)
-    assert signal.getsignal(signal.SIGTERM) is before
+    # a handler left by an earlier test in this process (Ray installs one) would be kept, by
+    # design: start from the default one, and put the earlier one back afterwards
+    previous = signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        before = signal.getsignal(signal.SIGTERM)
+        with signals_raise():
+            assert signal.getsignal(signal.SIGTERM) is not before
+            with pytest.raises(Terminated) as err:
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(5)  # the handler raises at the next bytecode boundary
+        assert err.value.code == 143 and "SIGTERM" in str(err.value)
+        assert signal.getsignal(signal.SIGTERM) is before
+    finally:
+        signal.signal(signal.SIGTERM, previous)
