@@ -104,3 +104,15 @@ def test_millimetre_room_refused_before_loading_with_the_numbers(tmp_path, rng):
     assert proc.returncode == 2
     line = _one_error_line(proc.stderr)
     assert "GiB" in line and "superpoints" in line and "--max-memory" in line
+
+
+def test_view_warns_about_mixed_units(tmp_path, rng, caplog):
+    room = rng.uniform(0, 3, (3000, 3))
+    np.save(tmp_path / "m.npy", room)
+    np.save(tmp_path / "mm.npy", room * 1000)
+    png = tmp_path / "v.png"
+    assert (
+        main(["view", str(tmp_path / "mm.npy"), str(tmp_path / "m.npy"), "--render", str(png)]) == 0
+    )
+    assert any("scales differ" in r.getMessage() for r in caplog.records)
+    assert png.exists()
