@@ -81,26 +81,26 @@ def test_real_kitti_relative_poses_within_5cm_half_degree(shared_data, capsys, f
     assert record["model"] == "outdoor"
 
 
-def test_odometry_refuses_zero_workers(tmp_path, rng):
-    from pcreg.errors import InputError
-    from pcreg.odometry import run_odometry
-
-    scans = []
-    for k in range(2):
-        path = tmp_path / f"{k}.npy"
-        np.save(path, rng.uniform(0, 30, (3000, 3)))
-        scans.append(path)
-    with pytest.raises(InputError, match="workers: must be at least 1"):
-        run_odometry(scans, workers=0)
-
-
-def test_odometry_refuses_an_address_nothing_answers_at(tmp_path, rng):
-    from pcreg.errors import InputError
-
+@pytest.fixture
+def three_scans(tmp_path, rng):
+    """Three random 30 m clouds as .npy files (only the argument checks get to see them)."""
     scans = []
     for k in range(3):
         path = tmp_path / f"{k}.npy"
         np.save(path, rng.uniform(0, 30, (3000, 3)))
         scans.append(path)
+    return scans
+
+
+def test_odometry_refuses_zero_workers(three_scans):
+    from pcreg.errors import InputError
+
+    with pytest.raises(InputError, match="workers: must be at least 1"):
+        run_odometry(three_scans, workers=0)
+
+
+def test_odometry_refuses_an_address_nothing_answers_at(three_scans):
+    from pcreg.errors import InputError
+
     with pytest.raises(InputError, match=r"no Ray cluster answers at 127\.0\.0\.1:1"):
-        run_odometry(scans, address="127.0.0.1:1")
+        run_odometry(three_scans, address="127.0.0.1:1")

@@ -119,13 +119,18 @@ def check_pair(
 
 
 def check_voxel_counts(
-    src: np.ndarray, ref: np.ndarray, names: tuple[str, str], voxel: float
+    src: np.ndarray,
+    ref: np.ndarray,
+    names: tuple[str, str],
+    voxel: float,
+    counts: tuple[int, int] | None = None,
 ) -> tuple[int, int]:
-    """Points of each cloud left after ``voxel`` downsampling; TooFewPointsError below
-    :data:`MIN_POINTS`."""
+    """Points of each cloud left after ``voxel`` downsampling (``counts`` when already
+    known); TooFewPointsError below :data:`MIN_POINTS`."""
+    known = counts
     counts = []
-    for pts, name in zip((src, ref), names, strict=True):
-        n = voxel_count(pts, voxel)
+    for k, (pts, name) in enumerate(zip((src, ref), names, strict=True)):
+        n = voxel_count(pts, voxel) if known is None else known[k]
         if n < MIN_POINTS:
             raise TooFewPointsError(
                 name,

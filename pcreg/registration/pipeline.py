@@ -261,8 +261,8 @@ class Registration:
         names: tuple[str, str],
         footprint: NetworkFootprint,
     ) -> None:
-        check_voxel_counts(src, ref, names, footprint.voxel)
-        estimate = estimate_memory(src, ref, footprint)
+        estimate = estimate_memory(src, ref, footprint)  # its n0: the counts at the voxel
+        check_voxel_counts(src, ref, names, footprint.voxel, estimate.n0)
         check_superpoints(estimate, footprint, names)
         cap = self.max_memory if self.max_memory is not None else default_cap()
         check_memory(estimate, cap, names)

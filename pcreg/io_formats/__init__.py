@@ -1,0 +1,29 @@
+"""Strict parsers of the point-cloud formats with a header: PLY, PCD and LAS/LAZ.
+
+Each reader returns the file's x, y, z as an ``(N, 3) float64`` array (values stored as
+float32 or integers convert exactly) or raises :class:`pcreg.errors.CorruptFileError` with a
+one-line message ``"<path>: <problem>"``. They never pad, never guess and never print:
+
+* the point count of the header is checked against the data actually present, before
+  anything is allocated; a truncated file, a short or long ASCII row, a non-numeric token or
+  a missing row is an error naming what is wrong (and, for text, the line);
+* x, y and z are taken by name, whatever type the header declares for them;
+* other elements of a PLY file (the faces of a mesh, before or after the vertices) are walked
+  over and checked for size, not read;
+* non-finite values (``nan``, ``inf``, ``1e999``) are returned as such, for
+  :func:`pcreg.io.validate_points` to refuse or drop.
+
+PLY and PCD are parsed with numpy here rather than by Open3D, whose readers zero-pad
+truncated or corrupt files (sometimes with uninitialised rows), print to stderr and still
+return a cloud. Binary-compressed PCD is decompressed here too (LZF), and its declared sizes
+are checked. LAS/LAZ go through laspy, with the header's scales and offsets and its point
+count checked and laspy's warnings and log records kept off the terminal.
+"""
+
+from __future__ import annotations
+
+from pcreg.io_formats.las import read_las
+from pcreg.io_formats.pcd import lzf_decompress, read_pcd
+from pcreg.io_formats.ply import read_ply, write_ply
+
+__all__ = ["lzf_decompress", "read_las", "read_pcd", "read_ply", "write_ply"]

@@ -1,0 +1,110 @@
+"""Helpers shared by the PLY and PCD parsers: bytes, headers, counts and ASCII rows."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from pcreg.errors import CorruptFileError
+
+_AXES = ("x", "y", "z")
+
+
+def _one_line(text: object, limit: int = 200) -> str:
+    """``text`` on one line, shortened to ``limit`` characters."""
+    out = " ".join(str(text).split())
+    return out if len(out) <= limit else out[: limit - 3] + "..."
+
+
+def _read_bytes(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise CorruptFileError(path, f"cannot be read ({_one_line(exc.strerror or exc)})") from exc
+
+
+def _decode_header(path: Path, raw: bytes, fmt: str) -> list[str]:
+    """The lines of a header (split at "\\n" only, so that line numbers match the body's)."""
+    try:
+        return raw.decode("ascii").split("\n")
+    except UnicodeDecodeError:
+        raise CorruptFileError(path, f"{fmt} header is not ASCII text: corrupt") from None
+
+
+def _count(path: Path, text: str, what: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise CorruptFileError(path, f"{what} {text!r} is not an integer") from None
+    if value < 0:
+        raise CorruptFileError(path, f"{what} is negative ({value})")
+    return value
+
+
+# --------------------------------------------------------------------------- text bodies
+def _body_lines(body: bytes) -> list[bytes]:
+    """The lines of a text body, without the trailing blank ones."""
+    lines = body.split(b"\n")
+    while lines and not lines[-1].strip():
+        lines.pop()
+    return lines
+
+
+def _token_counts(text: bytes, lines: int) -> np.ndarray:
+    """The number of whitespace-separated tokens on each of the ``lines`` lines of ``text``
+    (``bytes.split`` semantics), without a Python loop."""
+    buf = np.frombuffer(text, np.uint8)
+    space = np.zeros(256, bool)
+    space[list(b" \t\n\r\x0b\x0c")] = True
+    blank = space[buf]
+    starts = ~blank
+    starts[1:] &= blank[:-1]
+    line = np.searchsorted(np.flatnonzero(buf == ord("\n")), np.flatnonzero(starts))
+    return np.bincount(line, minlength=lines)[:lines]
+
+
+def _check_widths(path: Path, lines: list[bytes], first_line: int, width: int, what: str):
+    """CorruptFileError unless every line has ``width`` tokens; the lines joined by "\\n"."""
+    text = b"\n".join(lines)
+    counts = _token_counts(text, len(lines))
+    wrong = np.flatnonzero(counts != width)
+    if len(wrong):
+        i = int(wrong[0])
+        raise CorruptFileError(
+            path,
+            f"line {first_line + i}: expected {width} values in a {what} row, "
+            f"found {int(counts[i])}: corrupt or truncated",
+        )
+    return text
+
+
+def _parse_rows(
+    path: Path, lines: list[bytes], first_line: int, width: int, what: str
+) -> np.ndarray:
+    """``(len(lines), width) float64`` from text rows of exactly ``width`` numbers each.
+
+    ``first_line`` is the 1-based line number of ``lines[0]`` in the file, for messages.
+    """
+    text = _check_widths(path, lines, first_line, width, what)
+    tokens = text.split()
+    try:
+        if b"_" in text:  # float() would read "1_5" as 15
+            raise ValueError
+        return np.array(tokens, dtype=np.bytes_).astype(np.float64).reshape(len(lines), width)
+    except ValueError:
+        for k, token in enumerate(tokens):
+            try:
+                if b"_" in token:
+                    raise ValueError
+                float(token)
+            except ValueError:
+                raise CorruptFileError(
+                    path,
+                    f"line {first_line + k // width}: non-numeric value "
+                    f"{_one_line(token.decode('latin-1'), 40)!r} in a {what} row",
+                ) from None
+        raise  # pragma: no cover - astype and float() agree on what is a number
+
+
+# --------------------------------------------------------------------------- PLY
