@@ -28,7 +28,8 @@ def test_fpfh_ransac_registers_the_room_pair_and_icp_refines_it(room_pair):
     err_icp = refined.errors(gt, src)  # ... that ICP makes exact
     assert err_icp["rre_deg"] < 1.0 and err_icp["rte_m"] < 0.03  # noise is 3 mm
     assert err_icp["rmse_m"] <= err["rmse_m"]
-    assert set(refined.timings) == {"load", "register", "icp", "total"}
+    assert set(refined.timings) == {"load", "register", "icp", "verify", "total"}
+    assert refined.registered and refined.confidence > 0.35 and refined.fitness > 0.3
     assert refined.time_s >= refined.timings["register"] + refined.timings["icp"]
 
 

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.open3d
 JSON_KEYS = {
     "transform", "method", "model", "setting", "icp", "voxel_size_m", "num_correspondences",
     "time_s", "timings", "src", "ref", "rre_deg", "rte_m", "rmse_m", "inlier_ratio",
-    "confidence", "hypothesis", "registered", "reason",
+    "confidence", "fitness", "agreement", "hypothesis", "registered", "reason",
 }  # fmt: skip
 
 
@@ -74,10 +74,12 @@ def test_register_human_output_names_model_choice(capsys, pair_files, tiny_check
     )
     out = capsys.readouterr().out
     assert "T_ref_src =" in out and "model indoor, chosen from the clouds' extent" in out
-    assert (
-        main(["register", str(d / "src.ply"), str(d / "ref.ply"), "--model", str(tiny_checkpoint)])
-        == 0
-    )
+    # a randomly initialised network's correspondences do not support any estimate: exit 3
+    argv = ["register", str(d / "src.ply"), str(d / "ref.ply"), "--model", str(tiny_checkpoint)]
+    assert main(argv) == 3
+    captured = capsys.readouterr()
+    assert "registered: NO (the network's correspondences do not support" in captured.out
+    assert captured.err.count("\n") == 1 and "not registered" in captured.err
 
 
 def test_view_render(tmp_path, pair_files):
@@ -177,3 +179,34 @@ def test_orientation_keep_out_of_range(capsys, pair_files):
 def test_missing_shipped_weights_or_unknown_model(capsys, pair_files):
     _fail(capsys, ["register", str(pair_files / "src.ply"), str(pair_files / "ref.ply"),
                    "--model", "indor"], "indor", "unknown model")  # fmt: skip
+
+
+def _unrelated_case(capsys, tmp_path, src, ref):
+    out, png = tmp_path / "T.txt", tmp_path / "T.png"
+    code = main(["register", str(src), str(ref), "--json", "--out", str(out), "--render", str(png)])
+    captured = capsys.readouterr()
+    record = json.loads(captured.out)
+    assert code == 3
+    assert record["registered"] is False and record["reason"]
+    assert not out.exists() and not png.exists()
+    assert captured.err.count("\n") == 1 and "not registered" in captured.err
+    return record
+
+
+def test_two_unrelated_rooms_are_not_registered(capsys, tmp_path, pair_files, shared_data):
+    """A generated room against a real 3DMatch room: the network finds correspondences and
+    ICP a local optimum, but the fit is not a distinctive one (measured confidence 0.24)."""
+    demo = shared_data / "geotransformer_repo" / "demo"
+    record = _unrelated_case(capsys, tmp_path, pair_files / "ref.ply", demo / "ref.npy")
+    assert record["confidence"] < 0.35
+
+
+def test_two_unrelated_streets_are_not_registered(capsys, tmp_path, shared_data):
+    """A KITTI 05 scan against a KITTI 00 scan: the network's correspondences do not agree
+    with the estimate (0 % of their weight within 0.6 m)."""
+    other = shared_data.parent / "train_data" / "kitti_seq00-07_semantickitti_mini"
+    src = other / "sequences" / "05" / "velodyne" / "000000.bin"
+    if not src.is_file():
+        pytest.skip(f"{src} not found")
+    record = _unrelated_case(capsys, tmp_path, src, shared_data / "kitti00_scancontext/000094.bin")
+    assert record["agreement"] < 0.03

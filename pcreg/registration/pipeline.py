@@ -8,7 +8,9 @@ Steps, in order:
 2. **Estimate**: the learned path (the network under the orientation search,
    :mod:`pcreg.registration.search`) or the classical one (Open3D FPFH + RANSAC).
 3. **Refine** (optional): point-to-plane ICP.
-4. **Result**: the transform, the correspondences it rests on, its confidence, which
+4. **Verify** (:mod:`pcreg.registration.verify`): is the estimate a distinctive fit? Its
+   contrast is the result's confidence and decides ``registered``.
+5. **Result**: the transform, the correspondences it rests on, its confidence, which
    hypothesis won, and the time of each stage.
 
 ``pcreg.register``, the command line, ``pcreg evaluate``, odometry and the benchmarks all call
@@ -52,6 +54,7 @@ from pcreg.registration.resources import (
     parse_size,
 )
 from pcreg.registration.result import SETTINGS, RegistrationResult, Setting
+from pcreg.registration.verify import agreement, verify
 
 if TYPE_CHECKING:  # torch and the network load only when a pipeline is built
     from pcreg.registration.loading import LoadedNetwork
@@ -335,9 +338,6 @@ class Registration:
 
     def _learned(self, plan: _Plan, pred: Prediction, hypothesis: str) -> RegistrationResult:
         assert plan.loaded is not None
-        radius = plan.loaded.network.config.acceptance_radius
-        total = float(pred.corr_scores.sum())
-        confidence = pred.consensus(radius) / total if total > 0 else 0.0
         return RegistrationResult(
             transform=pred.transform,
             src_corr_points=pred.src_corr_points,
@@ -348,7 +348,6 @@ class Registration:
             setting=plan.setting.name,
             icp=False,
             voxel_size=plan.voxel,
-            confidence=confidence,
             hypothesis=hypothesis,
         )
 
@@ -367,7 +366,6 @@ class Registration:
             setting=plan.setting.name,
             icp=False,
             voxel_size=plan.voxel,
-            confidence=1.0 if n else 0.0,
         )
 
     def _finish(
@@ -379,8 +377,13 @@ class Registration:
         start: float,
         origins: np.ndarray,
     ) -> RegistrationResult:
-        """ICP when asked (in the working frame), then the result in the user's frame
-        (:func:`to_user_frame`), its arrays' dtypes and shapes, and the total time."""
+        """ICP when asked (in the working frame), the verification of the estimate
+        (:func:`~pcreg.registration.verify.verify`, at the setting's voxel: its contrast is
+        the result's confidence), then the result in the user's frame (:func:`to_user_frame`),
+        its arrays' dtypes and shapes, and the total time."""
+        net = None  # the network's own correspondences, which ICP's replace
+        if result.method == "geotransformer":
+            net = (result.src_corr_points, result.ref_corr_points, result.corr_scores)
         if self.icp:
             from pcreg.baselines import icp_refine
 
@@ -393,6 +396,15 @@ class Registration:
             result.ref_corr_points = refined.ref_corr_points
             result.corr_scores = np.ones(len(refined.src_corr_points))
             result.icp = True
+        t0 = time.perf_counter()
+        agrees = None
+        if net is not None:
+            agrees = agreement(*net, result.transform, plan.setting.inlier_radius)
+        check = verify(src, ref, result.transform, plan.voxel, agrees)
+        result.timings["verify"] = time.perf_counter() - t0
+        result.verification = check
+        result.confidence = float(np.clip(check.contrast, 0.0, 1.0))
+        result.fitness = check.fitness
         to_user_frame(result, origins)
         result.corr_scores = np.asarray(result.corr_scores, np.float64).reshape(-1)
         result.timings["total"] = time.perf_counter() - start

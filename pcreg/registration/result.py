@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from pcreg.registration.verify import Verification
 
 __all__ = ["SETTINGS", "RegistrationResult", "Setting"]
 
@@ -47,8 +50,12 @@ class RegistrationResult:
             ``"outdoor"``.
         icp: whether point-to-plane ICP refined the result; ``voxel_size``: the voxel (metres)
             of FPFH + RANSAC and ICP.
-        confidence: the share of the correspondences' confidence that the estimate moves
-            within the acceptance radius (0-1; not calibrated as a probability).
+        confidence: how distinctive the fit at the estimate is, 0-1: the verifier's contrast
+            (:mod:`pcreg.registration.verify`; about 0.4 for correct estimates of real rooms
+            and streets, about 0 for chance fits; registered from
+            :data:`~pcreg.registration.verify.REGISTERED_CONTRAST` on).
+        fitness: the share of the (voxelised) source with a reference point within 1.5
+            voxels at the estimate: the overlap the estimate finds (0-1).
         hypothesis: the orientation hypothesis that won (``"identity"``, ``"cube 5"``, ...;
             ``""`` for the classical method).
         timings: seconds per stage (``load``, ``register``, ``icp``) and ``total``.
@@ -66,6 +73,8 @@ class RegistrationResult:
     confidence: float = 0.0
     hypothesis: str = ""
     timings: dict[str, float] = field(default_factory=dict)
+    fitness: float = 0.0
+    verification: Verification | None = field(default=None, repr=False)
 
     @property
     def num_correspondences(self) -> int:
@@ -77,10 +86,11 @@ class RegistrationResult:
 
     @property
     def registered(self) -> bool:
-        """Whether the estimate rests on support: at least 3 correspondences (the fewest a
-        rigid transform needs) and a nonzero share of their confidence moved within the
-        acceptance radius. A first, uncalibrated criterion: an unsupported identity or a
-        correspondence-free result is never reported as registered."""
+        """Whether the estimate is a registration: it rests on at least 3 correspondences
+        (the fewest a rigid transform needs), and the verifier finds a distinctive fit at it
+        (:func:`~pcreg.registration.verify.verify`: enough source points fit, and the fit
+        drops when the source is moved a few radii away; the threshold was measured on
+        validation pairs, see ``BENCHMARKS.md``)."""
         return not self.reason
 
     @property
@@ -91,6 +101,8 @@ class RegistrationResult:
             return "no correspondences: the estimate (the identity) rests on nothing"
         if n < 3:
             return f"only {n} correspondences; a rigid transform needs at least 3"
+        if self.verification is not None:
+            return self.verification.reason
         if not self.confidence > 0.0:
             return "no correspondence agrees with the estimate (confidence 0)"
         return ""
@@ -128,6 +140,8 @@ class RegistrationResult:
             "voxel_size_m": self.voxel_size,
             "num_correspondences": self.num_correspondences,
             "confidence": self.confidence,
+            "fitness": self.fitness,
+            "agreement": None if self.verification is None else self.verification.agreement,
             "hypothesis": self.hypothesis,
             "time_s": self.time_s,
             "timings": dict(self.timings),
