@@ -12,6 +12,7 @@ import numpy as np
 from pcreg.errors import InputError
 
 __all__ = [
+    "MAX_COORDINATE",
     "MAX_SCALE_RATIO",
     "MIN_POINTS",
     "TooFewPointsError",
@@ -58,13 +59,21 @@ def check_cloud(points: np.ndarray, name: str) -> float:
 
     Raises:
         TooFewPointsError: fewer than :data:`MIN_POINTS` points.
-        InputError: all points identical, or a zero extent (all on one point but a few)."""
+        InputError: all points identical, a zero extent (all on one point but a few),
+            coordinates beyond :data:`MAX_COORDINATE`, or all points on a line or a plane."""
     n = len(points)
     if n < MIN_POINTS:
         raise TooFewPointsError(
             name, f"too few points: {n} given, at least {MIN_POINTS} are needed to register"
         )
     lo, hi = points.min(0), points.max(0)
+    reach = float(max(np.abs(lo).max(), np.abs(hi).max()))
+    if reach > MAX_COORDINATE:
+        raise InputError(
+            name,
+            f"coordinates reach {reach:.3g}: beyond {MAX_COORDINATE:.0e} (float64 steps there "
+            f"exceed 0.1 of the unit; a corrupt scale or offset?)",
+        )
     if np.array_equal(lo, hi):
         raise InputError(name, f"all {n} points are identical (zero extent): nothing to register")
     extent = cloud_extent(points)
@@ -78,6 +87,9 @@ def check_cloud(points: np.ndarray, name: str) -> float:
     return extent
 
 
+#: coordinates beyond this magnitude are refused: float64 steps there exceed 0.125 units, and
+#: squares of them overflow (the Earth's orbit is 1.5e11 m across)
+MAX_COORDINATE = 1e15
 #: a cloud whose thinnest principal spread is below this fraction of its widest is flat
 FLAT_RATIO = 1e-3
 
@@ -87,7 +99,10 @@ def _check_flat(points: np.ndarray, name: str) -> None:
     (it slides along the line or the plane), so any answer would be arbitrary. The test: the
     principal standard deviations of the points (of at most 20k of them, evenly strided)."""
     sample = points[:: max(1, len(points) // 20000)]
-    spread = np.sqrt(np.clip(np.linalg.eigvalsh(np.cov(sample.T)), 0.0, None))  # ascending
+    sample = sample - np.median(sample, axis=0)
+    unit = float(np.abs(sample).max()) or 1.0  # the covariance of unit-sized numbers
+    cov = np.cov((sample / unit).T)
+    spread = unit * np.sqrt(np.clip(np.linalg.eigvalsh(cov), 0.0, None))  # ascending
     if spread[1] < FLAT_RATIO * spread[2]:
         raise InputError(name, "all points lie on one line: a rigid transform onto it is "
                          "not determined")  # fmt: skip

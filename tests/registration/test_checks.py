@@ -112,6 +112,16 @@ def test_planes_and_lines_are_refused(rng):
     assert check_pair(_room(rng), noisy)[1] > 0  # a wall with 1 cm of relief is a scan
 
 
+def test_astronomical_coordinates_are_refused_not_a_crash(rng):
+    """A LAS scale of 1e300 gives coordinates near 1e305, whose squares overflow: refused
+    with the magnitude (it was an internal error: eigenvalues did not converge)."""
+    with pytest.raises(InputError, match=r"coordinates reach [\d.]+e\+305: beyond 1e\+15"):
+        check_pair(_room(rng) * 1e305, _room(rng))
+    # up to 1e12 m the flatness test still works (its covariance is of unit-sized numbers)
+    big = _room(rng) * 1e12
+    assert check_pair(big, big)[0] > 0
+
+
 def test_far_strays_are_dropped(rng):
     from pcreg.registration.cleaning import drop_far
 
