@@ -66,6 +66,7 @@ def pipeline(
     device: str = "cpu",
     orientation_keep: float | None = None,
     max_memory: int | str | None = None,
+    strict: bool = False,
 ) -> Registration:
     """The :class:`~pcreg.registration.Registration` pipeline :func:`register` runs, with the
     networks cached per process (the arguments as for :func:`register`)."""
@@ -79,6 +80,7 @@ def pipeline(
         search=search,
         networks=_cached_network,
         max_memory=max_memory,
+        strict=strict,
     )
 
 
@@ -98,12 +100,13 @@ def register(
     ref: Any,
     model: str | os.PathLike[str] | None = None,
     *,
-    method: str = "geotransformer",
+    method: str = "auto",
     icp: bool = True,
     voxel_size: float | None = None,
     device: str = "cpu",
     orientation_keep: float | None = None,
     max_memory: int | str | None = None,
+    strict: bool = False,
 ) -> RegistrationResult:
     """Estimate ``T_ref_src`` that moves ``src`` onto ``ref``.
 
@@ -111,7 +114,10 @@ def register(
         src, ref: paths, ``(N, 3)`` arrays / tensors (metres), or Open3D point clouds.
         model: ``"indoor"``, ``"outdoor"``, a checkpoint path, or None to choose from the
             clouds' extent (> 20 m: outdoor). For ``fpfh-ransac`` it picks the voxel default.
-        method: ``"geotransformer"`` (the learned network) or ``"fpfh-ransac"``.
+        method: ``"auto"`` (default: the network, and Open3D FPFH + RANSAC where the
+            network's estimate does not verify; any unit, objects included: see
+            :mod:`pcreg.registration.auto`), ``"geotransformer"`` (the learned network alone)
+            or ``"fpfh-ransac"`` (the classical pipeline alone); these two take metres.
         icp: refine with point-to-plane ICP at ``voxel_size``, to convergence (default on:
             a more accurate and far more stable estimate for 0.03-0.09 s; see
             :class:`~pcreg.registration.Registration`). ``False``: the method's own estimate.
@@ -125,6 +131,8 @@ def register(
             never reloads the weights.
         max_memory: cap on the pair's estimated memory (bytes or a size such as ``"8G"``;
             default 4 GiB or 80 % of the available memory). A pair over it is refused.
+        strict: ``auto`` only: cross-check a registered estimate with the other path; where
+            both register different transforms the result is not registered (ambiguous).
 
     Coordinates far from the origin (georeferenced, UTM) are fine: the pair is shifted to its
     reference's median in float64 before anything is cast to float32, and the transform is
@@ -143,7 +151,9 @@ def register(
     )
     src_pts, ref_pts = as_points(src, names[0]), as_points(ref, names[1])
     options = {"method": method, "icp": icp, "voxel_size": voxel_size, "device": device}
-    pipe = pipeline(model, **options, orientation_keep=orientation_keep, max_memory=max_memory)
+    pipe = pipeline(
+        model, **options, orientation_keep=orientation_keep, max_memory=max_memory, strict=strict
+    )
     result = pipe(src_pts, ref_pts, names)
     result.timings["load"] = time.perf_counter() - start - result.timings["total"]
     result.timings["total"] = time.perf_counter() - start
@@ -155,13 +165,14 @@ def register_points(
     ref_pts: np.ndarray,
     model: str | os.PathLike[str] | None = None,
     *,
-    method: str = "geotransformer",
+    method: str = "auto",
     icp: bool = True,
     voxel_size: float | None = None,
     device: str = "cpu",
     names: tuple[str, str] = ("src", "ref"),
     orientation_keep: float | None = None,
     max_memory: int | str | None = None,
+    strict: bool = False,
 ) -> RegistrationResult:
     """:func:`register` on validated ``(N, 3)`` arrays; ``names`` label them in errors."""
     pipe = pipeline(
@@ -172,5 +183,6 @@ def register_points(
         device=device,
         orientation_keep=orientation_keep,
         max_memory=max_memory,
+        strict=strict,
     )
     return pipe(src_pts, ref_pts, names)

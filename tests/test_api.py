@@ -47,7 +47,9 @@ def test_every_input_kind_gives_the_same_result(tmp_path, room_pair, tiny_checkp
         (o3d_cloud(src), o3d_cloud(ref)),
         (tmp_path / "src.ply", str(tmp_path / "ref.npy")),
     ]
-    results = [pcreg.register(s, r, model=tiny_checkpoint) for s, r in inputs]
+    results = [
+        pcreg.register(s, r, model=tiny_checkpoint, method="geotransformer") for s, r in inputs
+    ]
     for res in results[1:]:
         assert np.allclose(res.transform, results[0].transform, atol=1e-5)
     assert results[0].method == "geotransformer" and results[0].model == str(tiny_checkpoint)

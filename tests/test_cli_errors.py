@@ -100,10 +100,15 @@ def test_bad_device_and_voxel_are_one_line(clouds):
 def test_millimetre_room_refused_before_loading_with_the_numbers(tmp_path, rng):
     for name in ("src", "ref"):  # a 3 m room of 6000 points, in millimetres
         np.save(tmp_path / f"mm_{name}.npy", rng.uniform(0, 3000, (6000, 3)))
-    proc = _pcreg("register", str(tmp_path / "mm_src.npy"), str(tmp_path / "mm_ref.npy"))
+    pair = (str(tmp_path / "mm_src.npy"), str(tmp_path / "mm_ref.npy"))
+    proc = _pcreg("register", *pair, "--method", "geotransformer")  # metres, as it says
     assert proc.returncode == 2
     line = _one_error_line(proc.stderr)
     assert "GiB" in line and "superpoints" in line and "--max-memory" in line
+    # the default reads the unit: a 3 m "room" of random points, which does not register
+    proc = _pcreg("register", *pair, "--json")
+    assert proc.returncode == 3
+    assert '"units": "millimetres"' in proc.stdout
 
 
 def test_view_warns_about_mixed_units(tmp_path, rng, caplog):

@@ -217,7 +217,7 @@ class RayRunner:
                 )
         self.cpus = int(ray.cluster_resources().get("CPU", 1))
         names: list[str] = []
-        if options.method == "geotransformer":
+        if options.method != "fpfh-ransac":
             names = [options.model] if options.model else self._shipped()
         from pcreg.registration.loading import load_network
 

@@ -203,7 +203,7 @@ def default_methods(models: dict[str, str], icp: bool = True) -> dict[str, Metho
     def learned(src, ref, setting):
         if setting not in models:
             return None
-        res = register_points(src, ref, models[setting], icp=False)
+        res = register_points(src, ref, models[setting], method="geotransformer", icp=False)
         last.update(key=(id(src), id(ref)), result=res)
         return res.transform
 
@@ -214,7 +214,7 @@ def default_methods(models: dict[str, str], icp: bool = True) -> dict[str, Metho
             return None
         res = last.get("result")
         if last.get("key") != (id(src), id(ref)):
-            res = register_points(src, ref, models[setting], icp=False)
+            res = register_points(src, ref, models[setting], method="geotransformer", icp=False)
         start = time.perf_counter()
         refined = icp_refine(src, ref, res.transform, res.voxel_size)
         return refined.transform, res.timings["total"] + time.perf_counter() - start

@@ -23,7 +23,9 @@ __all__ = [
 ]
 
 
-def add_method_arguments(cmd: argparse.ArgumentParser, default_model: str | None) -> None:
+def add_method_arguments(
+    cmd: argparse.ArgumentParser, default_model: str | None, default_method: str = "auto"
+) -> None:
     """``--model``, ``--method``, ``--icp``, ``--voxel-size``, ``--device``, ``--max-memory``,
     ``--drop-nonfinite``, ``--force``."""
     cmd.add_argument(
@@ -32,7 +34,18 @@ def add_method_arguments(cmd: argparse.ArgumentParser, default_model: str | None
         help="indoor | outdoor | checkpoint PATH"
         + ("" if default_model else " (default: chosen from the clouds' extent, > 20 m: outdoor)"),
     )
-    cmd.add_argument("--method", choices=METHODS, default="geotransformer")
+    cmd.add_argument(
+        "--method",
+        choices=METHODS,
+        default=default_method,
+        help=(
+            "auto: the network, with Open3D FPFH + RANSAC where the network's estimate does "
+            "not verify, any unit (m, cm, mm) and objects; geotransformer / fpfh-ransac: one "
+            "path alone, the input in metres"
+            if default_method == "auto"
+            else None
+        ),
+    )
     cmd.add_argument(
         "--icp",
         action=argparse.BooleanOptionalAction,

@@ -28,7 +28,7 @@ def add_parser(sub) -> None:
     cmd.add_argument(
         "scans", type=Path, nargs="+", help="scans in time order, a directory of scans or a glob"
     )
-    add_method_arguments(cmd, default_model="outdoor")
+    add_method_arguments(cmd, default_model="outdoor", default_method="geotransformer")
     cmd.add_argument("--out", type=Path, default=None, help="poses file (default: print them)")
     cmd.add_argument(
         "--render", type=Path, metavar="PNG", help="top-down trajectory over the merged map"

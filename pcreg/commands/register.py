@@ -39,6 +39,13 @@ def add_parser(sub) -> None:
     )
     cmd.add_argument("--show", action="store_true", help="open the interactive Open3D window")
     cmd.add_argument(
+        "--strict",
+        action="store_true",
+        help="auto: cross-check the estimate with the other path (network vs FPFH + RANSAC); "
+        "where both register different transforms, the pair is ambiguous: not registered, "
+        "exit 3 (slower)",
+    )
+    cmd.add_argument(
         "--orientation-keep",
         type=float,
         default=None,
@@ -55,9 +62,14 @@ def format_result(record: dict, auto: bool = False) -> str:
     lines = [
         "registered: "
         + ("yes" if record.get("registered", True) else f"NO ({record.get('reason', '')})"),
-        f"method: {record['method']} (model {record['model']}"
+        f"method: {record.get('method_used') or record['method']} (model {record['model']}"
         + (", chosen from the clouds' extent" if auto else "")
-        + (", + ICP)" if record["icp"] else ")"),
+        + (", + ICP)" if record["icp"] else ")")
+        + (
+            f", units read as {record['units']} (x{record['scale']:.4g})"
+            if record.get("units", "metres") != "metres"
+            else ""
+        ),
         f"T_ref_src =\n{matrix}",
         f"{record['num_correspondences']} correspondences, {record['time_s']:.2f} s",
     ]
@@ -88,6 +100,7 @@ def run(args: argparse.Namespace) -> int:
         names=(str(args.src), str(args.ref)),
         orientation_keep=args.orientation_keep,
         max_memory=args.max_memory,
+        strict=args.strict,
     )
     record = result.to_dict()
     record.update(src=str(args.src), ref=str(args.ref))
@@ -107,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
     if args.render is not None:
         from pcreg.viz import save_alignment_png
 
-        title = f"{args.src.name} -> {args.ref.name}: {result.method}"
+        title = f"{args.src.name} -> {args.ref.name}: {result.method_used or result.method}"
         if gt is not None:
             title += f", RRE {record['rre_deg']:.2f} deg, RTE {100 * record['rte_m']:.1f} cm"
         save_alignment_png(

@@ -74,7 +74,7 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-METHODS = ("geotransformer", "fpfh-ransac")
+METHODS = ("auto", "geotransformer", "fpfh-ransac")
 #: ICP of the pipeline: Open3D's relative fitness / RMSE change below which it stops, and its
 #: iteration cap. At Open3D's usual 1e-6 / 30 two starts 0.5 deg apart ended 0.06 deg apart
 #: (3DMatch pair 0 <- 5); at 1e-8 / 100 0.002 deg, for no measurable extra time.
@@ -149,8 +149,11 @@ class Registration:
 
     Args:
         model: ``"indoor"``, ``"outdoor"``, a checkpoint path, or None to choose per pair from
-            the clouds' extent (> 20 m: outdoor). For ``fpfh-ransac`` it names the setting.
-        method: ``"geotransformer"`` (the learned network) or ``"fpfh-ransac"``.
+            the clouds' extent (> 20 m: outdoor; ``auto``: from the readings of the units,
+            :mod:`~pcreg.registration.scale`). For ``fpfh-ransac`` it names the setting.
+        method: ``"auto"`` (the learned path, the classical one where it does not register:
+            :mod:`~pcreg.registration.auto`), ``"geotransformer"`` (the learned network
+            alone) or ``"fpfh-ransac"`` (Open3D FPFH + RANSAC alone).
         icp: refine with point-to-plane ICP at the setting's voxel, run to convergence
             (:data:`ICP_TOLERANCE`). On by default: the estimate is then a fixed point of a
             smooth refinement instead of the network's discrete choice among local
@@ -168,6 +171,8 @@ class Registration:
         max_memory: the cap on a pair's estimated memory (bytes, or a size such as ``"8G"``);
             default: 4 GiB or 80 % of the available memory, whichever is less. A pair over it
             is refused (:class:`~pcreg.registration.resources.MemoryCapError`).
+        strict: ``auto`` only: a registered estimate must agree with the other path's where
+            that one registers too (:func:`~pcreg.registration.auto.register_auto`).
 
     Raises:
         InputError: an unknown method, a bad voxel size or search setting (at construction,
@@ -185,6 +190,7 @@ class Registration:
         search: dict[str, object] | None = None,
         networks: NetworkLoader | None = None,
         max_memory: int | str | None = None,
+        strict: bool = False,
     ) -> None:
         if method not in METHODS:
             raise InputError(
@@ -204,16 +210,21 @@ class Registration:
         self.method = method
         self.icp = icp
         self.voxel_size = None if voxel_size is None else float(voxel_size)
-        if method == "geotransformer":
+        if method != "fpfh-ransac":
             check_device(device)
         self.device = device
         self.networks = networks or _NetworkCache()
         self.max_memory = None if max_memory is None else parse_size(max_memory, "max_memory")
+        self.strict = strict
 
     # -- step 1: validation and the setting -------------------------------------------------
 
     def plan(
-        self, src: np.ndarray, ref: np.ndarray, names: tuple[str, str] = ("src", "ref")
+        self,
+        src: np.ndarray,
+        ref: np.ndarray,
+        names: tuple[str, str] = ("src", "ref"),
+        model: str | None = None,
     ) -> _Plan:
         """Check a pair, choose its setting and network, and check that it fits in memory.
         What needs no model (degenerate clouds, scales, the shipped networks' voxel counts and
@@ -223,11 +234,11 @@ class Registration:
             InputError: too few points, identical points, zero extent, scales that differ by
                 more than 10x, or an estimated memory over the cap (:mod:`.resources`)."""
         extents = check_pair(src, ref, names)
-        model = self.model
+        model = model or self.model
         if model is None:
             model = "outdoor" if max(extents) > OUTDOOR_EXTENT_M else "indoor"
             logger.info("model: %s (chosen from the clouds' extent, %.1f m)", model, max(extents))
-        if self.method != "geotransformer":
+        if self.method == "fpfh-ransac":
             if model not in SETTINGS:
                 raise InputError(
                     model, "fpfh-ransac takes model 'indoor' or 'outdoor' (its setting)"
@@ -295,6 +306,10 @@ class Registration:
         start = time.perf_counter()
         origins = np.stack([working_origin(src), working_origin(ref)])
         src, ref = _shifted(src, origins[0]), _shifted(ref, origins[1])
+        if self.method == "auto":
+            from pcreg.registration.auto import register_auto
+
+            return register_auto(self, src, ref, names, origins, start)
         plan = self.plan(src, ref, names)
         src, ref, origins = plan.clean(src, ref, origins)
         t0 = time.perf_counter()
@@ -311,6 +326,8 @@ class Registration:
         without orientation search runs all pairs in one padded forward pass (each
         ``timings["register"]`` is then the batch's). Over worker processes:
         :class:`~pcreg.batch.runner.RayRunner` (a floor up)."""
+        if self.method == "auto":  # each pair chooses its own path
+            return [self(s, r) for s, r in pairs]
         origins = [np.stack([working_origin(s), working_origin(r)]) for s, r in pairs]
         pairs = [
             (_shifted(s, o[0]), _shifted(r, o[1])) for (s, r), o in zip(pairs, origins, strict=True)
@@ -376,11 +393,14 @@ class Registration:
         ref: np.ndarray,
         start: float,
         origins: np.ndarray,
+        scale: float = 1.0,
     ) -> RegistrationResult:
         """ICP when asked (in the working frame), the verification of the estimate
         (:func:`~pcreg.registration.verify.verify`, at the setting's voxel: its contrast is
         the result's confidence), then the result in the user's frame (:func:`to_user_frame`),
-        its arrays' dtypes and shapes, and the total time."""
+        its arrays' dtypes and shapes, and the total time. ``scale``: the clouds (and
+        ``origins``) were multiplied by it (:mod:`~pcreg.registration.scale`); the result is
+        divided back into the user's units."""
         net = None  # the network's own correspondences, which ICP's replace
         if result.method == "geotransformer":
             net = (result.src_corr_points, result.ref_corr_points, result.corr_scores)
@@ -405,6 +425,14 @@ class Registration:
         result.verification = check
         result.confidence = float(np.clip(check.contrast, 0.0, 1.0))
         result.fitness = check.fitness
+        if scale != 1.0:
+            result.transform = result.transform.copy()
+            result.transform[:3, 3] /= scale
+            result.src_corr_points = np.asarray(result.src_corr_points, np.float64) / scale
+            result.ref_corr_points = np.asarray(result.ref_corr_points, np.float64) / scale
+            result.voxel_size /= scale
+            result.scale = scale
+            origins = origins / scale
         to_user_frame(result, origins)
         result.corr_scores = np.asarray(result.corr_scores, np.float64).reshape(-1)
         result.timings["total"] = time.perf_counter() - start

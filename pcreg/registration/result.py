@@ -56,6 +56,16 @@ class RegistrationResult:
             :data:`~pcreg.registration.verify.REGISTERED_CONTRAST` on).
         fitness: the share of the (voxelised) source with a reference point within 1.5
             voxels at the estimate: the overlap the estimate finds (0-1).
+        method_used: what produced the estimate under ``method="auto"``:
+            ``"geotransformer"`` (the network and its orientation search), ``"fpfh-ransac"``
+            (the classical pipeline), or ``"fpfh-ransac+geotransformer"`` (the network run
+            from the classical estimate); otherwise the method itself.
+        units, scale: the reading of the input's unit (``"metres"``, ``"millimetres"``,
+            ``"centimetres"``, ``"object"``) and the factor the clouds were multiplied by
+            for the network (:mod:`pcreg.registration.scale`); the transform, points and
+            ``voxel_size`` are in the input's units.
+        rejected: why an estimate the verifier accepted is still not registered (``--strict``:
+            the other path registered a different transform).
         hypothesis: the orientation hypothesis that won (``"identity"``, ``"cube 5"``, ...;
             ``""`` for the classical method).
         timings: seconds per stage (``load``, ``register``, ``icp``) and ``total``.
@@ -75,6 +85,10 @@ class RegistrationResult:
     timings: dict[str, float] = field(default_factory=dict)
     fitness: float = 0.0
     verification: Verification | None = field(default=None, repr=False)
+    method_used: str = ""
+    units: str = "metres"
+    scale: float = 1.0
+    rejected: str = ""
 
     @property
     def num_correspondences(self) -> int:
@@ -101,6 +115,8 @@ class RegistrationResult:
             return "no correspondences: the estimate (the identity) rests on nothing"
         if n < 3:
             return f"only {n} correspondences; a rigid transform needs at least 3"
+        if self.rejected:
+            return self.rejected
         if self.verification is not None:
             return self.verification.reason
         if not self.confidence > 0.0:
@@ -109,8 +125,9 @@ class RegistrationResult:
 
     @property
     def inlier_radius(self) -> float:
-        """The protocol's inlier radius of this result's setting (metres)."""
-        return SETTINGS[self.setting].inlier_radius
+        """The protocol's inlier radius of this result's setting, in the input's units
+        (metres, divided by :attr:`scale`)."""
+        return SETTINGS[self.setting].inlier_radius / self.scale
 
     def errors(self, gt_transform: np.ndarray, src_points: np.ndarray | None = None) -> dict:
         """RRE (deg), RTE (m), the inlier ratio of the correspondences under the truth (within
@@ -134,6 +151,9 @@ class RegistrationResult:
             "reason": self.reason,
             "transform": self.transform.tolist(),
             "method": self.method,
+            "method_used": self.method_used or self.method,
+            "units": self.units,
+            "scale": self.scale,
             "model": self.model,
             "setting": self.setting,
             "icp": self.icp,

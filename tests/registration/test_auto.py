@@ -1,0 +1,190 @@
+"""``method="auto"``: units, objects, the fallback to the classical path, and ``strict``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy.spatial.transform import Rotation
+
+import pcreg
+from pcreg.geometry import pose_errors
+from pcreg.registration.auto import _cross_check
+
+TRAIN = Path(__file__).resolve().parents[2].parent / "shared" / "train_data"
+
+
+def _demo(shared_data):
+    demo = shared_data / "geotransformer_repo" / "demo"
+    src = np.load(demo / "src.npy").astype(np.float64)
+    ref = np.load(demo / "ref.npy").astype(np.float64)
+    return src, ref, np.load(demo / "gt.npy").astype(np.float64)
+
+
+@pytest.fixture(scope="module")
+def demo_in_metres():
+    from conftest import SHARED_DATA
+
+    if not (SHARED_DATA / "geotransformer_repo").is_dir():
+        pytest.skip(f"real data not found at {SHARED_DATA}")
+    src, ref, gt = _demo(SHARED_DATA)
+    res = pcreg.register(src, ref)
+    assert res.registered and (res.units, res.method_used) == ("metres", "geotransformer")
+    err = pose_errors(res.transform, gt, src)
+    assert err["rre_deg"] < 5.0 and err["rmse_m"] < 0.2, err  # 3DMatch's criterion: 0.2 m
+    return src, ref, res.transform
+
+
+@pytest.mark.parametrize(("factor", "units"), [(1000.0, "millimetres"), (100.0, "centimetres")])
+def test_one_pair_in_metres_millimetres_and_centimetres(demo_in_metres, factor, units):
+    """The same room in three units: the same transform, in each unit, by the network."""
+    src, ref, metres = demo_in_metres
+    res = pcreg.register(src * factor, ref * factor)
+    assert res.registered, res.reason
+    assert (res.units, res.method_used) == (units, "geotransformer")
+    assert res.scale == pytest.approx(1.0 / factor)
+    assert res.voxel_size == pytest.approx(0.05 * factor)
+    t = res.transform.copy()
+    t[:3, 3] /= factor
+    assert np.allclose(t, metres, atol=1e-6)
+
+
+def _bunny_pair(i):
+    root = TRAIN / "stanford_bunny_range_scans"
+    if not (root / "pairs.json").is_file():
+        pytest.skip(f"{root} not found")
+    pair = json.loads((root / "pairs.json").read_text())["pairs"][i]
+    src = np.load(root / pair["src"]).astype(np.float64)
+    ref = np.load(root / pair["ref"]).astype(np.float64)
+    return src, ref, np.asarray(pair["T_ref_src"])
+
+
+def test_an_object_under_a_random_rotation_registers():
+    """Two Stanford bunny range scans (0.23 m across, metres) under a random rotation: read
+    as an object, FPFH + RANSAC proposes the pose and the network refines it."""
+    src, ref, gt = _bunny_pair(0)
+    motion = np.eye(4)
+    motion[:3, :3] = Rotation.random(random_state=3).as_matrix()
+    motion[:3, 3] = [0.05, -0.02, 0.04]
+    moved = src @ motion[:3, :3].T + motion[:3, 3]
+    res = pcreg.register(moved, ref)
+    assert res.registered, res.reason
+    assert (res.units, res.method_used) == ("object", "fpfh-ransac+geotransformer")
+    err = pose_errors(res.transform, gt @ np.linalg.inv(motion), moved)
+    assert err["rre_deg"] < 2.0 and err["rmse_m"] < 0.005, err  # 0.23 m object: 2 % of it
+
+
+def test_the_same_object_in_millimetres():
+    src, ref, gt = _bunny_pair(0)
+    res = pcreg.register(src * 1000, ref * 1000)
+    assert res.registered and res.units == "object", res.reason
+    t = res.transform.copy()
+    t[:3, 3] /= 1000
+    err = pose_errors(t, gt, src)
+    assert err["rre_deg"] < 2.0 and err["rte_m"] < 0.005, err
+
+
+def test_a_network_that_cannot_register_falls_back_to_the_classical_path(
+    room_pair, tiny_checkpoint
+):
+    src, ref, gt = room_pair
+    alone = pcreg.register(src, ref, model=tiny_checkpoint, method="geotransformer")
+    assert not alone.registered
+    res = pcreg.register(src, ref, model=tiny_checkpoint)
+    assert res.registered and res.method_used == "fpfh-ransac", res.reason
+    err = pose_errors(res.transform, gt, src)
+    assert err["rre_deg"] < 1.0 and err["rte_m"] < 0.03, err
+
+
+def _result(transform, method_used="geotransformer", registered=True):
+    from pcreg.registration.result import RegistrationResult
+    from pcreg.registration.verify import Verification
+
+    check = Verification(500 if registered else 0, 1000, 0.075, 0.5, None)
+    return RegistrationResult(
+        transform=transform, src_corr_points=np.ones((10, 3)), ref_corr_points=np.ones((10, 3)),
+        corr_scores=np.ones(10), method="geotransformer", model="indoor", setting="indoor",
+        icp=True, voxel_size=0.05, verification=check, method_used=method_used,
+    )  # fmt: skip
+
+
+def test_strict_rejects_two_registered_transforms_that_disagree():
+    turned = np.eye(4)
+    turned[:3, :3] = Rotation.from_euler("z", 90, degrees=True).as_matrix()
+    result = _result(np.eye(4))
+    _cross_check(result, _result(turned, "fpfh-ransac"))
+    assert not result.registered and result.reason.startswith("ambiguous: geotransformer and")
+    agreeing = _result(np.eye(4))
+    near = np.eye(4)
+    near[:3, 3] = [0.05, 0, 0]  # 1 voxel apart: the same registration
+    _cross_check(agreeing, _result(near, "fpfh-ransac"))
+    assert agreeing.registered
+    unregistered_other = _result(np.eye(4))
+    _cross_check(unregistered_other, _result(turned, "fpfh-ransac", registered=False))
+    assert unregistered_other.registered
+
+
+def test_strict_exit_code(capsys, tmp_path, room_pair, monkeypatch):
+    """``--strict`` on a pair whose classical estimate disagrees: exit 3, nothing written."""
+    from pcreg.cli import main
+    from pcreg.io import write_points
+    from pcreg.registration import auto
+
+    src, ref, _ = room_pair
+    write_points(tmp_path / "src.ply", src)
+    write_points(tmp_path / "ref.ply", ref)
+    argv = ["register", str(tmp_path / "src.ply"), str(tmp_path / "ref.ply")]
+    assert main([*argv, "--strict"]) == 0  # both paths agree on the room
+    capsys.readouterr()
+
+    real_attempt = auto._attempt
+
+    def turned_classical(pipe, plan, step, *args):
+        result = real_attempt(pipe, plan, step, *args)
+        if step == "classical":
+            turn = np.eye(4)
+            turn[:3, :3] = Rotation.from_euler("z", 90, degrees=True).as_matrix()
+            result.transform = turn @ result.transform
+        return result
+
+    monkeypatch.setattr(auto, "_attempt", turned_classical)
+    out = tmp_path / "T.txt"
+    assert main([*argv, "--out", str(out)]) == 0  # without --strict: the network's answer
+    out.unlink()
+    capsys.readouterr()
+    assert main([*argv, "--strict", "--out", str(out)]) == 3
+    assert "ambiguous" in capsys.readouterr().err and not out.exists()
+
+
+def test_every_hypothesis_source(demo_in_metres, shared_data):
+    """Manhattan cube hypotheses on a room (the demo pair, ``cube N``), the identity for the
+    rotation-invariant outdoor network on a street turned about a random 3-D axis, and
+    FPFH + RANSAC's pose on an object (the bunny test above)."""
+    from pcreg.bench.real_pairs import real_pairs
+    from pcreg.io import read_points
+
+    src, ref, _ = demo_in_metres
+    assert pcreg.register(src, ref).hypothesis.startswith("cube ")
+    kitti = next(p for p in real_pairs(shared_data) if p.setting == "outdoor")
+    src, ref = read_points(kitti.src), read_points(kitti.ref)
+    turn = np.eye(4)
+    turn[:3, :3] = Rotation.from_rotvec([0.9, -1.7, 0.6]).as_matrix()  # 114 deg, tilted
+    moved = src @ turn[:3, :3].T
+    res = pcreg.register(moved, ref)
+    assert res.registered and (res.method_used, res.hypothesis) == ("geotransformer", "identity")
+    err = pose_errors(res.transform, np.asarray(kitti.gt) @ np.linalg.inv(turn), moved)
+    assert err["rre_deg"] < 2.0 and err["rte_m"] < 0.3, err
+
+
+def test_manhattan_hypotheses_do_not_apply_without_manhattan_axes(shared_data, rng):
+    from pcreg.registration.search import ManhattanHypotheses
+
+    demo = shared_data / "geotransformer_repo" / "demo"
+    room = np.load(demo / "ref.npy").astype(np.float64)
+    source = ManhattanHypotheses(0.05)
+    assert len(source.propose(room, room).rotations) >= 1
+    noise = rng.uniform(0, 3, (20000, 3))
+    assert source.propose(noise, room) is None
+    assert source.propose(room, noise) is None
