@@ -42,7 +42,18 @@ def add_parser(sub) -> None:
         action="store_true",
         help="end-to-end latency, peak memory and batch throughput vs FPFH+RANSAC (real pairs)",
     )
-    bench.add_argument("--draws", type=int, default=10, help="random motions per real pair")
+    bench.add_argument(
+        "--zero-shot",
+        action="store_true",
+        help="the default register on objects (bunny, dragon, also in mm), TUM RGB-D, 3DMatch and "
+        "KITTI under random rotations vs FPFH+RANSAC and KISS-Matcher (pip install kiss-matcher)",
+    )
+    bench.add_argument(
+        "--no-peers", action="store_true", help="--zero-shot: pcreg alone (no peer columns)"
+    )
+    bench.add_argument(
+        "--draws", type=int, default=None, help="random motions per pair (10; --zero-shot: 3)"
+    )
     bench.add_argument("--indoor-model", default="indoor", help="name, PATH or none")
     bench.add_argument("--outdoor-model", default="outdoor", help="name, PATH or none")
     bench.add_argument("--synthetic-indoor", type=Path, help="generated indoor dataset root")
@@ -66,6 +77,8 @@ def run(args: argparse.Namespace) -> int:
     """One section when a section flag is given; ``--quick``: neighbor search and grid
     subsampling; otherwise every section (``make bench``), skipping those whose data or models
     are absent with a warning."""
+    if args.zero_shot:
+        return _benchmark_zero_shot(args)
     if args.registration:
         return _benchmark_registration(args)
     if args.pipeline:
@@ -176,6 +189,17 @@ def _benchmark_pipeline(args: argparse.Namespace) -> int:
     return _emit(args, "pipeline", format_pipeline_tables(results, _command(args)))
 
 
+def _benchmark_zero_shot(args: argparse.Namespace) -> int:
+    from pcreg.bench.zero_shot import format_zero_shot_table, run_zero_shot, zero_shot_cases
+    from pcreg.errors import InputError
+
+    cases = zero_shot_cases(args.shared_data, draws=args.draws or 3)
+    if not cases:
+        raise InputError(args.shared_data, "no zero-shot data here or in ../train_data")
+    rows = run_zero_shot(cases, with_peers=not args.no_peers)
+    return _emit(args, "zero-shot", format_zero_shot_table(rows, _command(args)))
+
+
 def _benchmark_registration(args: argparse.Namespace) -> int:
     from pcreg.bench.registration import (
         default_methods,
@@ -186,7 +210,9 @@ def _benchmark_registration(args: argparse.Namespace) -> int:
     )
     from pcreg.errors import InputError
 
-    cases = real_cases(args.shared_data, draws=args.draws) if args.shared_data.is_dir() else []
+    cases = (
+        real_cases(args.shared_data, draws=args.draws or 10) if args.shared_data.is_dir() else []
+    )
     for setting, root in (("indoor", args.synthetic_indoor), ("outdoor", args.synthetic_outdoor)):
         if root is not None:
             cases += synthetic_cases(root, setting, limit=args.limit)
