@@ -128,6 +128,8 @@ def _by_sampling(reads: list[Reading], src: np.ndarray, ref: np.ndarray) -> list
         cloud = src if len(src) <= len(ref) else ref
         return voxel_count(cloud, voxel) > SPARSE_READING * len(cloud)
 
+    if len(reads) < 2:  # nothing to reorder: no voxel count on the common path
+        return reads
     flags = [sparse(r) for r in reads]
     return [r for r, f in zip(reads, flags, strict=True) if not f] + [
         r for r, f in zip(reads, flags, strict=True) if f
