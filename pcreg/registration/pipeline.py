@@ -420,7 +420,8 @@ class Registration:
         agrees = None
         if net is not None:
             agrees = agreement(*net, result.transform, plan.setting.inlier_radius)
-        check = verify(src, ref, result.transform, plan.voxel, agrees)
+        # at the setting's voxel, where its thresholds were measured (not a --voxel-size)
+        check = verify(src, ref, result.transform, plan.setting.voxel_size, agrees)
         result.timings["verify"] = time.perf_counter() - t0
         result.verification = check
         result.confidence = float(np.clip(check.contrast, 0.0, 1.0))
