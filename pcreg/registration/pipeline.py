@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from pcreg.engine.threads import fitted_threads
 from pcreg.errors import InputError
 from pcreg.registration.checks import (
     MAX_SCALE_RATIO,
@@ -302,7 +303,14 @@ class Registration:
         self, src: np.ndarray, ref: np.ndarray, names: tuple[str, str] = ("src", "ref")
     ) -> RegistrationResult:
         """Register ``src (N, 3)`` onto ``ref (M, 3)`` (metres, validated arrays); ``names``
-        label them in errors."""
+        label them in errors. torch and Open3D run on the cores free at the start
+        (:func:`~pcreg.engine.threads.fitted_threads`)."""
+        with fitted_threads(load_torch=self.method != "fpfh-ransac"):
+            return self._register(src, ref, names)
+
+    def _register(
+        self, src: np.ndarray, ref: np.ndarray, names: tuple[str, str]
+    ) -> RegistrationResult:
         start = time.perf_counter()
         origins = np.stack([working_origin(src), working_origin(ref)])
         src, ref = _shifted(src, origins[0]), _shifted(ref, origins[1])
@@ -326,6 +334,10 @@ class Registration:
         without orientation search runs all pairs in one padded forward pass (each
         ``timings["register"]`` is then the batch's). Over worker processes:
         :class:`~pcreg.batch.runner.RayRunner` (a floor up)."""
+        with fitted_threads(load_torch=self.method != "fpfh-ransac"):
+            return self._batch(pairs)
+
+    def _batch(self, pairs: Sequence[tuple[np.ndarray, np.ndarray]]) -> list[RegistrationResult]:
         if self.method == "auto":  # each pair chooses its own path
             return [self(s, r) for s, r in pairs]
         origins = [np.stack([working_origin(s), working_origin(r)]) for s, r in pairs]

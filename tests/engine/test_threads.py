@@ -1,0 +1,124 @@
+"""Thread choice under contention (pcreg/engine/threads.py): the counts read from /proc, the
+choice from them, and that a registration runs with the chosen count and restores the
+caller's."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from pcreg.engine import threads
+
+LINUX = Path("/proc/stat").exists() and hasattr(os, "sched_getaffinity")
+
+
+def test_running_total_reads_procs_running(tmp_path: Path) -> None:
+    stat = tmp_path / "stat"
+    stat.write_text("cpu  1 2 3\nctxt 99\nprocs_running 7\nprocs_blocked 0\n")
+    assert threads._running_total(stat) == 7
+    stat.write_text("cpu  1 2 3\n")
+    assert threads._running_total(stat) is None
+    assert threads._running_total(tmp_path / "missing") is None
+
+
+def test_running_here_counts_state_r_after_the_name(tmp_path: Path) -> None:
+    # a thread's name may hold spaces and parentheses; the state follows the last ')'
+    names = {"1": "1 (python) R 0", "2": "2 (a) b (S) c) S 1", "3": "3 (omp R) R 1", "4": "4 (x) D"}
+    for tid, text in names.items():
+        (tmp_path / tid).mkdir()
+        (tmp_path / tid / "stat").write_text(text)
+    assert threads._running_here(tmp_path) == 2
+    assert threads._running_here(tmp_path / "missing") == 1
+
+
+def test_choice_takes_the_free_cores(monkeypatch) -> None:
+    monkeypatch.setattr(threads, "usable_cores", lambda: 4)
+    for busy, ceiling, expected in [(0, 4, 4), (1, 4, 3), (3, 4, 1), (9, 4, 1), (0, 2, 2)]:
+        monkeypatch.setattr(threads, "busy_elsewhere", lambda busy=busy: busy)
+        assert threads._choose(ceiling) == expected
+
+
+def _spinners(n: int) -> list[subprocess.Popen]:
+    code = "while True: pass"
+    return [subprocess.Popen([sys.executable, "-c", code]) for _ in range(n)]
+
+
+@pytest.mark.skipif(not LINUX, reason="reads /proc")
+def test_busy_elsewhere_sees_two_spinning_processes() -> None:
+    procs = _spinners(2)
+    try:
+        time.sleep(0.5)  # both started and spinning
+        assert threads.busy_elsewhere() >= 2
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+
+
+def test_busy_elsewhere_is_the_median_less_this_process(monkeypatch) -> None:
+    """One short-lived process in five readings is noise; this process's own running
+    threads (spinning OpenMP workers) are not load."""
+    totals = iter([4, 12, 4, 4, 3])
+    monkeypatch.setattr(threads, "_running_total", lambda: next(totals))
+    monkeypatch.setattr(threads, "_running_here", lambda: 2)
+    assert threads.busy_elsewhere(interval_s=0) == 2
+    monkeypatch.setattr(threads, "_running_total", lambda: None)  # no /proc: no load known
+    assert threads.busy_elsewhere(interval_s=0) == 0
+
+
+def test_fitted_threads_sets_and_restores(monkeypatch) -> None:
+    import open3d as o3d
+
+    before, o3d_before = torch.get_num_threads(), o3d.utility.get_max_threads()
+    monkeypatch.delenv("PCREG_THREADS", raising=False)
+    monkeypatch.setattr(threads, "usable_cores", lambda: before)
+    monkeypatch.setattr(threads, "busy_elsewhere", lambda: before)  # every core taken
+    with threads.fitted_threads() as n:
+        assert n == 1
+        assert torch.get_num_threads() == 1
+        assert o3d.utility.get_max_threads() == 1
+        with threads.fitted_threads() as inner:  # nested: the outer choice stands
+            assert inner == 1 and torch.get_num_threads() == 1
+        assert torch.get_num_threads() == 1
+    assert torch.get_num_threads() == before
+    assert o3d.utility.get_max_threads() == o3d_before
+    with pytest.raises(RuntimeError), threads.fitted_threads():  # restored on errors too
+        raise RuntimeError
+    assert torch.get_num_threads() == before
+    monkeypatch.setenv("PCREG_THREADS", "0")  # the caller's setting, whatever the load
+    with threads.fitted_threads() as n:
+        assert n == before == torch.get_num_threads()
+
+
+def test_registration_runs_with_the_fitted_count(monkeypatch, room_pair) -> None:
+    """The pipeline's call and batch run inside fitted_threads: a registration on a machine
+    whose cores are all taken uses one thread, and gives the transform of the default count
+    (to float rounding: the reductions split differently)."""
+    from pcreg.registration.pipeline import Registration
+
+    src, ref, gt = room_pair
+    pipe = Registration("indoor", method="geotransformer")
+    seen: list[int] = []
+    inner = Registration._register
+
+    def spy(self, *args, **kwargs):
+        seen.append(torch.get_num_threads())
+        return inner(self, *args, **kwargs)
+
+    monkeypatch.setattr(Registration, "_register", spy)
+    monkeypatch.delenv("PCREG_THREADS", raising=False)
+    free = pipe(src, ref)
+    monkeypatch.setattr(threads, "busy_elsewhere", lambda: 64)
+    busy = pipe(src, ref)
+    assert seen == [seen[0], 1]
+    assert torch.get_num_threads() >= seen[0]  # restored
+    np.testing.assert_allclose(busy.transform, free.transform, atol=1e-4)
+    assert busy.registered and free.registered
+    assert busy.errors(gt, src)["rre_deg"] < 2.0
