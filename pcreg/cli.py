@@ -23,25 +23,43 @@ logger = logging.getLogger("pcreg")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from pcreg.commands import batch, benchmark, demo, evaluate, odometry, register, train, view
+    from pcreg.commands import (
+        batch,
+        benchmark,
+        demo,
+        evaluate,
+        odometry,
+        register,
+        serve,
+        train,
+        view,
+    )
 
     parser = argparse.ArgumentParser(prog="pcreg", description="3-D point-cloud registration.")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging on stderr")
     sub = parser.add_subparsers(dest="command", required=True)
     # the order of the help listing: benchmark, register, batch, manifest, odometry, view,
     # demo, vit, detr, train, evaluate, evaluate-log
-    for command in (benchmark, register, batch, odometry, view, demo, train, evaluate):
+    for command in (benchmark, register, batch, odometry, view, demo, train, evaluate, serve):
         command.add_parser(sub)
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``pcreg`` console script. Returns the process exit code."""
+def main(argv: list[str] | None = None, served_here: bool = False) -> int:
+    """Entry point of the ``pcreg`` console script. Returns the process exit code.
+    ``served_here``: called by ``pcreg serve`` itself (never forwarded again)."""
     from pcreg.errors import InputError, NotRegisteredError
 
     argv = list(sys.argv[1:] if argv is None else argv)
+    if not served_here:  # a running `pcreg serve` takes `pcreg register` (commands/_client)
+        from pcreg.commands._client import forward
+
+        code = forward(argv)
+        if code is not None:
+            return code
     args = build_parser().parse_args(argv)
     args.argv = argv  # recorded in benchmark tables
+    args.main = main  # `pcreg serve` runs each request through this entry point
     logging.basicConfig(
         # progress and notes only with -v: stderr holds warnings and the one-line errors
         level=logging.DEBUG if args.verbose else logging.WARNING,

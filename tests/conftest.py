@@ -11,6 +11,9 @@ import torch
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("PCREG_SHARED_DATA", REPO.parent / "shared" / "data"))
+# a `pcreg serve` the developer left running must not answer the tests' commands (their own
+# code may differ); tests/test_serve.py starts its own server on its own socket
+os.environ["PCREG_NO_SERVER"] = "1"
 
 
 @pytest.fixture

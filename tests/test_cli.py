@@ -98,6 +98,7 @@ SUBCOMMANDS = {
     "train": "pcreg.commands.train",
     "evaluate": "pcreg.commands.evaluate",
     "evaluate-log": "pcreg.commands.evaluate",
+    "serve": "pcreg.commands.serve",
 }
 
 
@@ -152,7 +153,7 @@ def sections(monkeypatch, tmp_path):
         section.__name__ = f"_benchmark_{name}"
         return section
 
-    for name in ("neighbors", "subsampling", "pipeline", "registration"):
+    for name in ("neighbors", "subsampling", "pipeline", "busy", "registration"):
         monkeypatch.setattr(bench, f"_benchmark_{name}", fake(name))
     monkeypatch.setattr(bench, "_benchmark_model", fake("model", fail=True))
     monkeypatch.setattr(bench, "_model_exists", lambda m: m != "outdoor")
@@ -161,7 +162,10 @@ def sections(monkeypatch, tmp_path):
 
 def test_benchmark_runs_the_sections_its_flags_name(sections):
     assert main(["benchmark", "--pipeline", "--outdoor-model", "none"]) == 0
-    assert sections == [("pipeline", "indoor", "none")]
+    assert sections == [("pipeline", "indoor", "none"), ("busy", "indoor", "none")]
+    sections.clear()
+    assert main(["benchmark", "--busy"]) == 0
+    assert sections == [("busy", "indoor", "outdoor")]
     sections.clear()
     assert main(["benchmark", "--quick"]) == 0
     assert [s[0] for s in sections] == ["neighbors", "subsampling"]
@@ -179,6 +183,7 @@ def test_full_benchmark_skips_absent_models_and_sections_without_data(sections, 
         ("subsampling", "indoor", "outdoor"),
         ("model", "indoor", "outdoor"),
         ("pipeline", "indoor", "none"),
+        ("busy", "indoor", "none"),
         ("registration", "indoor", "none"),
     ]
     assert "skipping _benchmark_model: " in caplog.text and "no data here" in caplog.text

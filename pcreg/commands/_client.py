@@ -1,0 +1,106 @@
+"""The client side of ``pcreg serve``: hand a ``pcreg register`` to a running server.
+
+A whole ``pcreg register`` process spends most of its time before the registration starts:
+importing torch (about 1 s on the 2-core Xeon) and Open3D (0.6 s), loading the weights and
+warming the first call up. A server started once with ``pcreg serve`` keeps all of that warm;
+while it runs, ``pcreg register`` sends it its arguments, working directory and ``PCREG_*``
+environment over a Unix socket and prints what it answers, with its exit code. This module
+imports only the standard library, so that the client's own start stays at the
+interpreter's.
+
+The socket lives in a directory only this user can enter (``$XDG_RUNTIME_DIR/pcreg`` or
+``/tmp/pcreg-UID``, mode 0700); a socket whose directory another user owns or others may
+enter is ignored. Where no server answers (none started, or a stale socket), the command runs
+in its own process as usual. ``PCREG_NO_SERVER=1`` never asks one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import stat
+import sys
+from pathlib import Path
+
+__all__ = ["ENV_NO_SERVER", "ENV_SOCKET", "forward", "servable", "socket_path"]
+
+ENV_SOCKET = "PCREG_SOCKET"  #: overrides the socket's path
+ENV_NO_SERVER = "PCREG_NO_SERVER"  #: "1": always run in this process
+#: subcommands a server runs; --show opens a window on this display, so it stays here
+SERVED = ("register",)
+
+
+def socket_path() -> Path:
+    """Where ``pcreg serve`` listens by default (``$PCREG_SOCKET`` overrides it)."""
+    if os.environ.get(ENV_SOCKET):
+        return Path(os.environ[ENV_SOCKET])
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    tmp = os.environ.get("TMPDIR") or "/tmp"
+    base = Path(runtime) / "pcreg" if runtime else Path(tmp) / f"pcreg-{os.getuid()}"
+    return base / "serve.sock"
+
+
+def servable(argv: list[str]) -> bool:
+    """Whether a server may run this command line: a served subcommand, no ``--show``."""
+    command = next((a for a in argv if not a.startswith("-")), None)
+    return command in SERVED and "--show" not in argv and "--help" not in argv and "-h" not in argv
+
+
+def _trusted(path: Path) -> bool:
+    """A socket in a directory of this user's that nobody else may enter."""
+    try:
+        directory = path.parent.stat()
+        sock = path.lstat()
+    except OSError:
+        return False
+    uid = os.getuid()
+    private = not directory.st_mode & (stat.S_IRWXG | stat.S_IRWXO)
+    return (
+        stat.S_ISSOCK(sock.st_mode) and sock.st_uid == uid and directory.st_uid == uid and private
+    )
+
+
+def forward(argv: list[str]) -> int | None:
+    """Run ``argv`` on a running server: print its stdout and stderr here and return its exit
+    code; None where no server can take it (the caller runs the command itself)."""
+    if os.environ.get(ENV_NO_SERVER) == "1" or not servable(argv):
+        return None
+    path = socket_path()
+    if not _trusted(path):
+        return None
+    request = {
+        "argv": argv,
+        "cwd": os.getcwd(),
+        "env": {k: v for k, v in os.environ.items() if k.startswith("PCREG_")},
+    }
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            conn.connect(str(path))
+            conn.sendall(json.dumps(request).encode() + b"\n")
+            conn.shutdown(socket.SHUT_WR)
+            reply = _read_all(conn)
+    except OSError:  # nobody listening (a stale socket), or the server went away
+        return None
+    try:
+        answer = json.loads(reply)
+    except ValueError:
+        return None
+    try:
+        if answer.get("stdout"):
+            sys.stdout.write(answer["stdout"])
+            sys.stdout.flush()
+        if answer.get("stderr"):
+            sys.stderr.write(answer["stderr"])
+    except (OSError, ValueError, AttributeError) as err:  # stdout closed or full
+        if sys.stderr is not None:
+            sys.stderr.write(f"pcreg: error: stdout: {getattr(err, 'strerror', None) or err}\n")
+        return 2
+    return int(answer["exit"])
+
+
+def _read_all(conn: socket.socket) -> bytes:
+    chunks = []
+    while chunk := conn.recv(1 << 16):
+        chunks.append(chunk)
+    return b"".join(chunks)

@@ -1,0 +1,126 @@
+"""``pcreg serve`` and its client (pcreg/commands/serve.py, _client.py): what is forwarded,
+which sockets are trusted, and a real server answering real commands as the command line
+would, relative paths and exit codes included."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pcreg.commands import _client
+from pcreg.geometry import pose_errors
+
+pytestmark = pytest.mark.skipif(not hasattr(socket, "AF_UNIX"), reason="Unix sockets")
+
+
+def test_only_register_without_a_window_is_forwarded() -> None:
+    assert _client.servable(["register", "a.ply", "b.ply", "--json"])
+    assert _client.servable(["-v", "register", "a.ply", "b.ply"])
+    assert not _client.servable(["register", "a.ply", "b.ply", "--show"])
+    assert not _client.servable(["register", "--help"])
+    assert not _client.servable(["batch", "m.csv"])
+    assert not _client.servable(["serve"])
+    assert not _client.servable([])
+
+
+def _bound(path: Path) -> None:
+    """A socket file with nobody listening (a server that died)."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.bind(str(path))
+    s.close()
+
+
+def test_sockets_in_directories_others_may_enter_are_ignored(tmp_path, monkeypatch) -> None:
+    private, shared = tmp_path / "private", tmp_path / "shared"
+    private.mkdir(mode=0o700)
+    shared.mkdir(mode=0o755)
+    os.chmod(shared, 0o755)
+    for d in (private, shared):
+        _bound(d / "s.sock")
+    (private / "file").write_text("")
+    assert _client._trusted(private / "s.sock")
+    assert not _client._trusted(shared / "s.sock")
+    assert not _client._trusted(private / "file")  # not a socket
+    assert not _client._trusted(private / "missing.sock")
+    # a stale socket: no answer, the caller runs the command itself
+    monkeypatch.delenv("PCREG_NO_SERVER", raising=False)
+    monkeypatch.setenv("PCREG_SOCKET", str(private / "s.sock"))
+    assert _client.forward(["register", "a", "b"]) is None
+    monkeypatch.setenv("PCREG_NO_SERVER", "1")
+    assert _client.forward(["register", "a", "b"]) is None
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """A real `pcreg serve -v` on its own socket (no model preloaded), its stderr in a file."""
+    root = tmp_path_factory.mktemp("serve")
+    sock = root / "run" / "s.sock"
+    log = (root / "server.log").open("w")
+    env = {k: v for k, v in os.environ.items() if k != "PCREG_NO_SERVER"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pcreg", "-v", "serve", "--socket", str(sock), "--preload", "",
+         "--idle-timeout", "600"],
+        stderr=log, stdout=subprocess.DEVNULL, env=env,
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    while not sock.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert sock.exists(), (root / "server.log").read_text()
+    yield sock, root / "server.log", proc, env
+    proc.terminate()
+    proc.wait(timeout=60)
+    log.close()
+
+
+def _pcreg(args, env, cwd, sock):
+    env = {**env, "PCREG_SOCKET": str(sock)}
+    return subprocess.run(
+        [sys.executable, "-m", "pcreg", *args], env=env, cwd=cwd, capture_output=True, text=True
+    )
+
+
+def test_server_answers_as_the_command_line(server, shared_data, tmp_path) -> None:
+    sock, log, proc, env = server
+    demo = shared_data / "geotransformer_repo" / "demo"
+    for name in ("src.npy", "ref.npy"):
+        (tmp_path / name).symlink_to(demo / name)
+    args = ["register", "src.npy", "ref.npy", "--json", "--out", "T.txt"]  # relative paths
+    served = _pcreg(args, env, tmp_path, sock)
+    assert served.returncode == 0, served.stderr
+    assert "-> exit 0" in log.read_text()  # the server ran it
+    record = json.loads(served.stdout)
+    src = np.load(demo / "src.npy")
+    err = pose_errors(np.asarray(record["transform"]), np.load(demo / "gt.npy"), src)
+    assert err["rmse_m"] < 0.2  # 3DMatch's success criterion
+    written = np.loadtxt(tmp_path / "T.txt")  # in the client's directory
+    np.testing.assert_allclose(written, record["transform"], atol=1e-6)
+    # the same command in its own process gives the same transform
+    local = _pcreg(args[:-2], {**env, "PCREG_NO_SERVER": "1"}, tmp_path, sock)
+    own = json.loads(local.stdout)["transform"]
+    np.testing.assert_allclose(own, record["transform"], atol=1e-5)
+    # an existing output without --force: exit 2, one line, the server's refusal
+    again = _pcreg(args, env, tmp_path, sock)
+    assert again.returncode == 2
+    assert again.stderr.count("\n") == 1 and "T.txt" in again.stderr
+    missing = _pcreg(["register", "nope.ply", "ref.npy"], env, tmp_path, sock)
+    assert missing.returncode == 2 and "nope.ply" in missing.stderr
+    assert missing.stderr.count("\n") == 1
+    assert proc.poll() is None  # still serving after the errors
+
+
+def test_a_second_server_on_a_live_socket_is_refused(server) -> None:
+    sock, _, _, env = server
+    proc = subprocess.run(
+        [sys.executable, "-m", "pcreg", "serve", "--socket", str(sock), "--preload", ""],
+        env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 2 and "already listening" in proc.stderr
+    assert sock.exists()  # the first server's socket is left alone
