@@ -177,18 +177,27 @@ def _say(text: str) -> None:
 
 
 class _Served:
-    """The parent's handle on one :func:`_serve` process."""
+    """The parent's handle on one serving worker process: :func:`_serve` for ``(pair, method,
+    model, icp)``, or the ``call`` given (a statement that serves the same protocol, e.g.
+    :func:`pcreg.bench.busy._serve`) under ``env`` (added to this process's environment)."""
 
-    def __init__(self, pair: RealPair, method: str, model: str, icp: bool) -> None:
+    def __init__(
+        self,
+        pair: RealPair,
+        method: str,
+        model: str | None,
+        icp: bool,
+        call: str | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
         import tempfile
 
         self.label = f"{pair.name} / {method} / icp={icp}"
-        code = (
-            "import logging; logging.disable(logging.WARNING); "
-            f"{_AS_THE_COMMAND_LINE}"
-            "from pcreg.bench import pipeline as p; "
+        call = call or (
+            f"from pcreg.bench import pipeline as p; "
             f"p._serve({asdict(pair)!r}, {method!r}, {model!r}, {icp})"
         )
+        code = f"import logging; logging.disable(logging.WARNING); {_AS_THE_COMMAND_LINE}{call}"
         # a file, not a pipe: a pipe nobody reads could fill up and block the worker
         self._err = tempfile.TemporaryFile("w+")  # noqa: SIM115 - closed in finish() / kill()
         self.proc = subprocess.Popen(
@@ -198,6 +207,7 @@ class _Served:
             stderr=self._err,
             text=True,
             bufsize=1,
+            env={**os.environ, **(env or {})},
         )
         self._expect()  # ready: the cold call is done
 
@@ -209,9 +219,10 @@ class _Served:
         self._err.seek(0)
         raise RuntimeError(f"benchmark worker failed: {self.label}\n{self._err.read()[-2000:]}")
 
-    def run(self) -> None:
+    def run(self, tag: str = "") -> None:
+        """One timed call; ``tag`` (one word) is passed to a worker that sorts its calls."""
         assert self.proc.stdin is not None
-        self.proc.stdin.write("run\n")
+        self.proc.stdin.write(f"run {tag}".strip() + "\n")
         self.proc.stdin.flush()
         self._expect()
 

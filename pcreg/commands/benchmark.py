@@ -43,6 +43,12 @@ def add_parser(sub) -> None:
         help="end-to-end latency, peak memory and batch throughput vs FPFH+RANSAC (real pairs)",
     )
     bench.add_argument(
+        "--busy",
+        action="store_true",
+        help="pcreg in-process and whole process, idle and beside two CPU-bound processes, vs "
+        "KISS-Matcher (real pairs; --pipeline runs it too)",
+    )
+    bench.add_argument(
         "--zero-shot",
         action="store_true",
         help="the default register on objects (bunny, dragon, also in mm), TUM RGB-D, 3DMatch and "
@@ -81,8 +87,11 @@ def run(args: argparse.Namespace) -> int:
         return _benchmark_zero_shot(args)
     if args.registration:
         return _benchmark_registration(args)
+    if args.busy:
+        return _benchmark_busy(args)
     if args.pipeline:
-        return _benchmark_pipeline(args)
+        _benchmark_pipeline(args)
+        return _benchmark_busy(args)
     if args.model:
         return _benchmark_model(args)
     if args.subsampling:
@@ -93,7 +102,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     from pcreg.errors import InputError
 
-    for section in (_benchmark_model, _benchmark_pipeline, _benchmark_registration):
+    sections = (_benchmark_model, _benchmark_pipeline, _benchmark_busy, _benchmark_registration)
+    for section in sections:
         if section in (_benchmark_pipeline, _benchmark_registration):
             missing = [m for m in (args.indoor_model, args.outdoor_model) if not _model_exists(m)]
             if missing:
@@ -187,6 +197,16 @@ def _benchmark_pipeline(args: argparse.Namespace) -> int:
         raise MissingFileError(args.shared_data, "the pipeline benchmark needs the real pairs")
     results = benchmark_pipeline(args.shared_data, _models(args), runs=args.runs)
     return _emit(args, "pipeline", format_pipeline_tables(results, _command(args)))
+
+
+def _benchmark_busy(args: argparse.Namespace) -> int:
+    from pcreg.bench.busy import benchmark_busy, format_busy_table
+    from pcreg.errors import MissingFileError
+
+    if not args.shared_data.is_dir():
+        raise MissingFileError(args.shared_data, "the busy-machine benchmark needs the real pairs")
+    results = benchmark_busy(args.shared_data, runs=args.runs)
+    return _emit(args, "busy", format_busy_table(results, _command(args)))
 
 
 def _benchmark_zero_shot(args: argparse.Namespace) -> int:
