@@ -38,7 +38,13 @@ from typing import TypeVar
 
 from threadpoolctl import threadpool_limits
 
-__all__ = ["busy_elsewhere", "fitted_threads", "single_threaded_blas", "usable_cores"]
+__all__ = [
+    "busy_elsewhere",
+    "current_threads",
+    "fitted_threads",
+    "single_threaded_blas",
+    "usable_cores",
+]
 
 F = TypeVar("F", bound=Callable)
 
@@ -58,6 +64,13 @@ def usable_cores() -> int:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         return os.cpu_count() or 1
+
+
+def current_threads() -> int:
+    """The thread count for this process's own parallel work now: torch's (inside
+    :func:`fitted_threads`, the fitted count), 1 where torch is not loaded."""
+    torch = sys.modules.get("torch")
+    return int(torch.get_num_threads()) if torch is not None else 1
 
 
 def _running_total(stat: Path = Path("/proc/stat")) -> int | None:

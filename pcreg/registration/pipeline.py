@@ -416,11 +416,16 @@ class Registration:
         net = None  # the network's own correspondences, which ICP's replace
         if result.method == "geotransformer":
             net = (result.src_corr_points, result.ref_corr_points, result.corr_scores)
+        down = None  # ICP's voxelised clouds, which the verification reuses at its voxel
         if self.icp:
-            from pcreg.baselines import icp_refine
+            from pcreg.baselines.icp import downsample_with_normals, icp_refine
 
             t0 = time.perf_counter()
-            refined = icp_refine(src, ref, result.transform, plan.voxel, ICP_ITERATIONS,
+            src_down = downsample_with_normals(src, plan.voxel)
+            ref_down = downsample_with_normals(ref, plan.voxel)
+            if plan.voxel == plan.setting.voxel_size:
+                down = (np.array(src_down.points), np.array(ref_down.points))
+            refined = icp_refine(src_down, ref_down, result.transform, plan.voxel, ICP_ITERATIONS,
                                  tolerance=ICP_TOLERANCE)  # fmt: skip
             result.timings["icp"] = time.perf_counter() - t0
             result.transform = refined.transform
@@ -433,7 +438,8 @@ class Registration:
         if net is not None:
             agrees = agreement(*net, result.transform, plan.setting.inlier_radius)
         # at the setting's voxel, where its thresholds were measured (not a --voxel-size)
-        check = verify(src, ref, result.transform, plan.setting.voxel_size, agrees)
+        check = verify(*(down or (src, ref)), result.transform, plan.setting.voxel_size, agrees,
+                       voxelised=down is not None)  # fmt: skip
         result.timings["verify"] = time.perf_counter() - t0
         result.verification = check
         result.confidence = float(np.clip(check.contrast, 0.0, 1.0))

@@ -56,6 +56,17 @@ def test_voxel_count_exact_far_from_origin(rng):
         assert voxel_count(pts + offset, 0.5) == voxel_count(pts, 0.5)
 
 
+@pytest.mark.parametrize("voxel", [0.01, 0.3, 2.0])
+def test_voxel_count_equals_the_plain_row_count(rng, voxel):
+    """The fast path (one int64 per cell, sorted runs) against np.unique over the cells'
+    integer coordinates, on a cloud with repeated cells, a single point and no point."""
+    pts = np.concatenate([_room(rng), _room(rng)[:500]])
+    plain = len(np.unique(np.floor((pts - pts.min(0)) / voxel), axis=0))
+    assert voxel_count(pts, voxel) == plain
+    assert voxel_count(pts[:1], voxel) == 1
+    assert voxel_count(pts[:0], voxel) == 0
+
+
 def test_voxel_size_too_small_is_refused():
     with pytest.raises(InputError, match="1e-09 is too small"):
         check_voxel_size(1e-9, 4.0)

@@ -113,3 +113,38 @@ def test_no_overlap_at_all(shared_data):
     check = verify(src, ref, far, 0.05)
     assert (check.inliers, check.registered) == (0, False)
     assert "no overlap" in check.reason
+
+
+def test_one_batched_query_counts_as_thirteen_plain_ones(shared_data):
+    """The fast path (13 placements in one multi-threaded k-d tree query, clouds voxelised by
+    ICP and reused) gives exactly the counts of one query per placement on clouds voxelised
+    here, for a right and two wrong estimates."""
+    import open3d as o3d
+    from scipy.spatial import cKDTree
+
+    from pcreg.registration.verify import MAX_QUERY_POINTS, STEP_RADII
+
+    src, ref, gt = _demo(shared_data)
+    voxel, radius = 0.05, 0.075
+
+    def down(points):
+        cloud = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(points))
+        return np.asarray(cloud.voxel_down_sample(voxel).points)
+
+    s, r = down(src), down(ref)
+    tree = cKDTree(r)
+    q_src = s[:: -(-len(s) // MAX_QUERY_POINTS)] if len(s) > MAX_QUERY_POINTS else s
+
+    def fitting(t):
+        dist, _ = tree.query(q_src @ t[:3, :3].T + t[:3, 3], distance_upper_bound=radius)
+        return int(np.isfinite(dist).sum())
+
+    turn = np.eye(4)
+    turn[:3, :3] = Rotation.from_euler("z", 30, degrees=True).as_matrix()
+    for t in (gt, gt @ turn, np.eye(4)):
+        plain = [t, *(t @ p for p in perturbations(q_src, STEP_RADII * radius))]
+        counts = [fitting(q) for q in plain]
+        for check in (verify(src, ref, t, voxel), verify(s, r, t, voxel, voxelised=True)):
+            assert check.inliers == counts[0]
+            if counts[0]:
+                assert check.contrast == pytest.approx(1 - np.median(counts[1:]) / counts[0])
