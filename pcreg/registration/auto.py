@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -73,7 +74,8 @@ def register_auto(
     if pipe.model is not None:  # a named network: the user's units are its metres
         reads = [Reading("metres", pipe.model, 1.0)]
     else:
-        reads = _by_sampling(readings(extent), src, ref) or [Reading("metres", "", 1.0)]
+        candidates = readings(extent)
+        reads = _by_sampling(candidates, src, ref) if candidates else [Reading("metres", "", 1.0)]
     errors: list[InputError] = []
     best: RegistrationResult | None = None
     for reading in reads:
@@ -117,9 +119,11 @@ def register_auto(
 SPARSE_READING = 0.9
 
 
-def _by_sampling(reads: list[Reading], src: np.ndarray, ref: np.ndarray) -> list[Reading]:
+def _by_sampling(reads: list[Reading], src: np.ndarray, ref: np.ndarray) -> Iterator[Reading]:
     """``reads`` with those under which the clouds are sparser than their network's voxel
-    moved to the end (stable otherwise)."""
+    moved to the end (stable otherwise). Lazy: a reading is checked when the one before it
+    did not register, so the common first-reading success counts voxels once (a KITTI scan:
+    ~8 ms a count)."""
     from pcreg.registration.checks import voxel_count
     from pcreg.registration.resources import SHIPPED_FOOTPRINTS
 
@@ -129,11 +133,15 @@ def _by_sampling(reads: list[Reading], src: np.ndarray, ref: np.ndarray) -> list
         return voxel_count(cloud, voxel) > SPARSE_READING * len(cloud)
 
     if len(reads) < 2:  # nothing to reorder: no voxel count on the common path
-        return reads
-    flags = [sparse(r) for r in reads]
-    return [r for r, f in zip(reads, flags, strict=True) if not f] + [
-        r for r, f in zip(reads, flags, strict=True) if f
-    ]
+        yield from reads
+        return
+    deferred = []
+    for reading in reads:
+        if sparse(reading):
+            deferred.append(reading)
+        else:
+            yield reading
+    yield from deferred
 
 
 def _support(result: RegistrationResult) -> float:

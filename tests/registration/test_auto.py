@@ -188,3 +188,27 @@ def test_manhattan_hypotheses_do_not_apply_without_manhattan_axes(shared_data, r
     noise = rng.uniform(0, 3, (20000, 3))
     assert source.propose(noise, noise + 1.0) is None
     assert source.propose(noise, room) is not None  # one room is enough to try
+
+
+def test_sparse_readings_go_last_and_are_checked_only_when_reached(monkeypatch, rng):
+    """A reading under which the cloud is sparser than the network's voxel is tried after
+    the others; a voxel count is made only when the reading before it is given up."""
+    import pcreg.registration.checks as checks
+    from pcreg.registration.auto import _by_sampling
+    from pcreg.registration.scale import Reading
+
+    cloud = rng.uniform(0, 10, (2000, 3))  # 10 m: dense at 5 cm voxels only if scaled down
+    reads = [
+        Reading("metres", "indoor", 0.001),  # voxel 50 m: every point shares a cell: dense
+        Reading("millimetres", "indoor", 100.0),  # voxel 0.5 mm: one point a cell: sparse
+        Reading("centimetres", "indoor", 0.01),  # voxel 5 m: dense
+    ]
+    counted = []
+    real = checks.voxel_count
+    monkeypatch.setattr(checks, "voxel_count", lambda p, v: counted.append(v) or real(p, v))
+    order = _by_sampling(reads, cloud, cloud)
+    assert next(order).units == "metres" and len(counted) == 1
+    assert [r.units for r in order] == ["centimetres", "millimetres"]
+    assert len(counted) == 3
+    assert [r.units for r in _by_sampling(reads[:1], cloud, cloud)] == ["metres"]
+    assert len(counted) == 3  # one reading: nothing to order, nothing counted
