@@ -48,10 +48,25 @@ def as_points(cloud: Any, name: str) -> np.ndarray:
     return validate_points(cloud, name)
 
 
+def _network(model: str, device: str):
+    """The network of ``model`` on ``device``, loaded once per process and shared by every
+    pipeline (changing the search settings between calls reuses the weights). Cached by the
+    checkpoint file itself (resolved path, inode, size, modification time): a relative path
+    named from another directory, or a checkpoint rewritten in place, is loaded anew."""
+    from pcreg.errors import InputError
+    from pcreg.registration.loading import weights_path
+
+    try:
+        path = weights_path(model)
+        st = path.stat()
+        key: tuple = (str(path.resolve()), st.st_ino, st.st_size, st.st_mtime_ns)
+    except (InputError, OSError):  # load_network raises the user's error
+        key = (os.fspath(model),)
+    return _cached_network(key, os.fspath(model), device)
+
+
 @functools.lru_cache(maxsize=4)
-def _cached_network(model: str, device: str):
-    """Networks loaded once per process and shared by every pipeline: changing the search
-    settings between calls reuses the weights."""
+def _cached_network(key: tuple, model: str, device: str):
     from pcreg.registration.loading import load_network
 
     return load_network(model, device)
@@ -78,7 +93,7 @@ def pipeline(
         voxel_size=voxel_size,
         device=device,
         search=search,
-        networks=_cached_network,
+        networks=_network,
         max_memory=max_memory,
         strict=strict,
     )
@@ -91,7 +106,7 @@ def load_model(
     loaded now, for repeated calls ``pipe(src, ref)`` on validated ``(N, 3)`` arrays.
     ``kwargs``: the other :func:`pipeline` arguments (e.g. ``orientation_keep=0.0``)."""
     pipe = pipeline(model, device=device, **kwargs)
-    _cached_network(os.fspath(model), device)
+    _network(os.fspath(model), device)
     return pipe
 
 

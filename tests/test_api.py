@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import open3d as o3d
 import pytest
@@ -129,3 +131,28 @@ def test_voxel_count_counts_occupied_cells(gen):
     # a span too large for one int64 key per cell takes the row-wise path: same answer
     far = np.array([[0.0, 0.0, 0.0], [1e7, 1e7, 1e7], [1e7, 1e7, 1e7 + 1e-4], [5.0, 5.0, 5.0]])
     assert _voxel_count(far, 1e-3) == 3
+
+
+def test_networks_are_cached_by_the_checkpoint_file_not_its_name(
+    tmp_path, tiny_checkpoint, monkeypatch
+):
+    """One name, two files: ``tiny.pt`` in two directories, and one file rewritten in place,
+    are three networks (a long-lived process, e.g. ``pcreg serve``, must not answer with the
+    first one it loaded)."""
+    import shutil
+
+    from pcreg import api
+
+    for d in ("a", "b"):
+        (tmp_path / d).mkdir()
+        shutil.copy(tiny_checkpoint, tmp_path / d / "tiny.pt")
+    monkeypatch.chdir(tmp_path / "a")
+    first = api._network("tiny.pt", "cpu")
+    assert api._network("tiny.pt", "cpu") is first  # cached
+    monkeypatch.chdir(tmp_path / "b")
+    other = api._network("tiny.pt", "cpu")
+    assert other is not first
+    st = (tmp_path / "b" / "tiny.pt").stat()
+    os.utime(tmp_path / "b" / "tiny.pt", ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    assert api._network("tiny.pt", "cpu") is not other  # rewritten: loaded anew
+    assert api._network("indoor", "cpu") is api._network("indoor", "cpu")

@@ -80,6 +80,11 @@ def server(tmp_path_factory):
     log.close()
 
 
+def _requests(log: Path) -> str:
+    """What the server has logged so far (its -v log: requests and their ends)."""
+    return log.read_text()
+
+
 def _pcreg(args, env, cwd, sock):
     env = {**env, "PCREG_SOCKET": str(sock)}
     return subprocess.run(
@@ -124,3 +129,74 @@ def test_a_second_server_on_a_live_socket_is_refused(server) -> None:
     )  # fmt: skip
     assert proc.returncode == 2 and "already listening" in proc.stderr
     assert sock.exists()  # the first server's socket is left alone
+
+
+def test_nothing_is_forwarded_with_stdout_closed_or_a_prefix_of_show(monkeypatch) -> None:
+    assert not _client.servable(["register", "a", "b", "--sh"])  # argparse reads --show
+    assert not _client.servable(["register", "a", "b", "--he"])
+    assert _client.servable(["register", "a", "b", "--strict", "--out=T.txt"])
+    monkeypatch.delenv("PCREG_NO_SERVER", raising=False)
+    monkeypatch.setattr(sys, "stdout", None)  # the command line's own check says exit 2
+    assert _client.forward(["register", "a", "b"]) is None
+
+
+def test_serve_refuses_unsafe_socket_paths(tmp_path) -> None:
+    from pcreg.commands.serve import _check_free
+    from pcreg.errors import InputError
+
+    private = tmp_path / "p"
+    private.mkdir(mode=0o700)
+    (private / "results.txt").write_text("keep me")
+    with pytest.raises(InputError, match="not a socket"):
+        _check_free(private / "results.txt")
+    assert (private / "results.txt").read_text() == "keep me"
+    shared = tmp_path / "s"
+    shared.mkdir()
+    os.chmod(shared, 0o755)
+    with pytest.raises(InputError, match="others may enter"):
+        _check_free(shared / "s.sock")
+    assert oct(shared.stat().st_mode & 0o777) == "0o755"  # left as it was
+    with pytest.raises(InputError, match="too long"):
+        _check_free(private / ("x" * 120))
+    _bound(private / "stale.sock")
+    _check_free(private / "stale.sock")  # a dead server's socket is removed
+    assert not (private / "stale.sock").exists()
+    _check_free(tmp_path / "new" / "s.sock")  # a new directory is made private
+    assert oct((tmp_path / "new").stat().st_mode & 0o777) == "0o700"
+
+
+def test_a_client_of_other_code_runs_itself(server, monkeypatch) -> None:
+    sock, log, proc, _ = server
+    monkeypatch.delenv("PCREG_NO_SERVER", raising=False)
+    monkeypatch.setenv("PCREG_SOCKET", str(sock))
+    monkeypatch.setattr(_client, "code_fingerprint", lambda: "an older checkout")
+    assert _client.forward(["register", "a.ply", "b.ply"]) is None
+    assert "declined" in log.read_text()
+    assert proc.poll() is None
+
+
+def test_a_killed_client_stops_its_request_and_nothing_is_written(server, shared_data, tmp_path):
+    sock, log, proc, env = server
+    kitti = shared_data / "kitti00_scancontext"
+    out = tmp_path / "killed.txt"
+    client = subprocess.Popen(
+        [sys.executable, "-m", "pcreg", "register", str(kitti / "000094.bin"),
+         str(kitti / "000095.bin"), "--out", str(out)],
+        env={**env, "PCREG_SOCKET": str(sock)}, stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while "000094.bin" not in _requests(log) and time.monotonic() < deadline:
+        time.sleep(0.05)  # the server has the request
+    time.sleep(0.3)
+    client.kill()
+    client.wait()
+    deadline = time.monotonic() + 60
+    while "killed.txt -> exit" not in log.read_text() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert "killed.txt -> exit 130" in log.read_text()  # interrupted, as Ctrl-C would
+    time.sleep(3)  # what the registration would have needed to finish and write
+    assert not out.exists() and not list(tmp_path.glob(".killed.txt*"))
+    assert proc.poll() is None  # still serving
+    again = _pcreg(["register", "nope.ply", "x.ply"], env, tmp_path, sock)
+    assert again.returncode == 2 and "nope.ply" in again.stderr

@@ -163,6 +163,14 @@ def _pcreg_command() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "pcreg"]
 
 
+def _have_kiss() -> bool:
+    try:
+        import kiss_matcher  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def _whole_commands(
     pair: RealPair, socket: Path | None = None
 ) -> dict[str, tuple[list[str], dict[str, str]]]:
@@ -179,7 +187,8 @@ def _whole_commands(
         out["pcreg register, `pcreg serve` running (whole process)"] = (
             pcreg, {"PCREG_SOCKET": str(socket), "PCREG_NO_SERVER": "0"}
         )  # fmt: skip
-    out["KISS-Matcher script (whole process)"] = (kiss, {})
+    if _have_kiss():
+        out["KISS-Matcher script (whole process)"] = (kiss, {})
     return out
 
 
@@ -205,9 +214,9 @@ def _run_whole(command: list[str], env: dict[str, str]) -> tuple[float, float, n
 
 
 @contextlib.contextmanager
-def _server(directory: Path) -> Iterator[tuple[Path, int]]:
+def _server(directory: Path) -> Iterator[tuple[Path, subprocess.Popen]]:
     """A ``pcreg serve`` on a socket in ``directory`` (both models loaded before it listens);
-    yields the socket and the server's pid, and stops it on the way out."""
+    yields the socket and the server's process, and stops it on the way out."""
     socket = directory / "serve.sock"
     proc = subprocess.Popen(
         [*_pcreg_command(), "serve", "--socket", str(socket), "--idle-timeout", "0"],
@@ -221,7 +230,7 @@ def _server(directory: Path) -> Iterator[tuple[Path, int]]:
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"pcreg serve did not start (exit {proc.poll()})")
             time.sleep(0.1)
-        yield socket, proc.pid
+        yield socket, proc
     finally:
         proc.terminate()
         try:
@@ -251,6 +260,10 @@ def benchmark_busy(shared_data: Path, runs: int = 5, settings: tuple[str, ...] =
     from tqdm.auto import tqdm
 
     pairs = [p for p in real_pairs(shared_data) if not settings or p.setting in settings]
+    if not _have_kiss():
+        logger.warning(
+            "kiss-matcher is not installed: its rows are left out (pip install kiss-matcher)"
+        )
     rows: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="pcreg-busy-") as tmp, _server(Path(tmp)) as server:
         for pair in tqdm(pairs, desc="busy-machine benchmark", unit="pair"):
@@ -259,7 +272,7 @@ def benchmark_busy(shared_data: Path, runs: int = 5, settings: tuple[str, ...] =
     return {"rows": rows, "runs": runs, "refit": refit, "cores": os.cpu_count()}
 
 
-def _measure_pair(pair: RealPair, runs: int, server: tuple[Path, int]) -> list[dict]:
+def _measure_pair(pair: RealPair, runs: int, server: tuple[Path, subprocess.Popen]) -> list[dict]:
     served: dict[str, _Served] = {}
     whole = _whole_commands(pair, server[0])
     records: dict[str, dict] = {label: {c: [] for c in CONDITIONS} for label in whole}
@@ -267,6 +280,8 @@ def _measure_pair(pair: RealPair, runs: int, server: tuple[Path, int]) -> list[d
     last: dict[str, tuple[np.ndarray, bool]] = {}
     try:
         for label, (variant, env) in _IN_PROCESS.items():
+            if variant == "kiss-matcher" and not _have_kiss():
+                continue
             call = f"from pcreg.bench import busy as b; b._serve({asdict(pair)!r}, {variant!r})"
             served[label] = _Served(pair, label, None, True, call=call, env=env)
         labels = [*served, *whole]
@@ -279,6 +294,9 @@ def _measure_pair(pair: RealPair, runs: int, server: tuple[Path, int]) -> list[d
                             served[label].run(condition)
                             continue
                         wall, peak, transform, ok = _run_whole(*whole[label])
+                        if "pcreg serve" in label and server[1].poll() is not None:
+                            # its client would have run the command itself: not a served time
+                            raise RuntimeError(f"pcreg serve exited ({server[1].returncode})")
                         records[label][condition].append(wall)
                         peaks[label].append(peak)
                         last[label] = (transform, ok)
@@ -290,7 +308,7 @@ def _measure_pair(pair: RealPair, runs: int, server: tuple[Path, int]) -> list[d
             transform, ok = last[label]
             peak = max(peaks[label])
             if "pcreg serve" in label:  # the client's, and the server's own (both models)
-                peak = max(peak, _peak_of(server[1]) or 0.0)
+                peak = max(peak, _peak_of(server[1].pid) or 0.0)
             out.append(_row(pair, label, times, transform.tolist(), ok, peak))
         return out
     finally:
@@ -324,10 +342,10 @@ def format_busy_table(results: dict, command: str) -> str:
         "`PCREG_THREADS=0`, torch's own thread count whatever the load (the behaviour before "
         'the thread count was fitted to the free cores). "`pcreg serve` running": the same '
         "command answered by a server started once for the benchmark (`pcreg serve`, both "
-        "models loaded); its peak memory is the server's. KISS-Matcher: its default "
-        "configuration at 5 cm (3DMatch) / 0.3 m (KITTI); whole process: a Python script that "
-        "reads the files with numpy. Errors against the ground truth refit to the scans "
-        "(`pcreg.bench.refit`).",
+        "models loaded, serving every pair in turn); its peak memory is the server's so far. "
+        "KISS-Matcher: its default configuration at 5 cm (3DMatch) / 0.3 m (KITTI); whole "
+        "process: a Python script that reads the files with numpy. Errors against the ground "
+        "truth refit to the scans (`pcreg.bench.refit`).",
         "",
         f"Command: `{command}`",
         "",

@@ -17,16 +17,20 @@ is gone runs the command itself.
 
 from __future__ import annotations
 
+import _thread
 import argparse
 import contextlib
 import io
 import json
 import logging
 import os
+import select
 import socket
+import stat
 import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 __all__ = ["add_parser", "handle", "run"]
@@ -61,46 +65,62 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pcreg.commands._client import socket_path
+    from pcreg.commands._client import code_fingerprint, socket_path
     from pcreg.errors import InputError
 
     path = args.socket or socket_path()
     if args.idle_timeout < 0:
         raise InputError("--idle-timeout", f"must be >= 0 seconds, got {args.idle_timeout}")
+    _check_free(path)
+    _warm([m for m in args.preload.split(",") if m.strip()])  # before listening: warm at once
     listener = _listen(path)
+    inode = path.stat().st_ino
     try:
-        _warm([m for m in args.preload.split(",") if m.strip()])
         sys.stderr.write(f"pcreg: serving `pcreg register` on {path}\n")
         sys.stderr.flush()
-        _loop(listener, args.idle_timeout or None, args.main)
+        _loop(listener, args.idle_timeout or None, args.main, code_fingerprint())
     finally:
         listener.close()
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()
+        with contextlib.suppress(OSError):
+            if path.lstat().st_ino == inode:  # ours, not a newer server's
+                path.unlink()
     return 0
 
 
-def _listen(path: Path) -> socket.socket:
-    """A listening socket at ``path``, its directory made private (0700). Refuses a path
-    where a server already answers; a stale socket file is replaced."""
+def _check_free(path: Path) -> None:
+    """Refuse a socket path nobody could serve on safely: too long, in a directory others may
+    enter or that another user owns, a file that is not a socket, or a live server's socket.
+    A stale socket (its server gone) is removed. Creates the directory (0700) if needed."""
     from pcreg.errors import InputError
 
-    if len(os.fsencode(path)) > 107:  # sockaddr_un's sun_path holds 108 bytes with the NUL
-        raise InputError(path, "socket path too long (at most 107 bytes): pass a shorter --socket")
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    if path.parent.stat().st_uid != os.getuid():
+    if len(os.fsencode(path)) > 103:  # sun_path: 108 bytes on Linux, 104 on macOS, with NUL
+        raise InputError(path, "socket path too long (at most 103 bytes): pass a shorter --socket")
+    if not path.parent.exists():
+        path.parent.mkdir(parents=True, mode=0o700)
+    directory = path.parent.stat()
+    if directory.st_uid != os.getuid():
         raise InputError(path.parent, "belongs to another user: pass --socket elsewhere")
-    os.chmod(path.parent, 0o700)
-    if path.exists() or path.is_symlink():
-        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            probe.connect(str(path))
-        except OSError:
-            path.unlink()  # stale: its server is gone
-        else:
-            raise InputError(path, "a server is already listening here")
-        finally:
-            probe.close()
+    if directory.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+        raise InputError(
+            path.parent, "others may enter this directory: pass a --socket in a private (0700) one"
+        )
+    if not (path.exists() or path.is_symlink()):
+        return
+    if not stat.S_ISSOCK(path.lstat().st_mode):
+        raise InputError(path, "exists and is not a socket")
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.connect(str(path))
+    except OSError:
+        path.unlink()  # stale: its server is gone
+    else:
+        raise InputError(path, "a server is already listening here")
+    finally:
+        probe.close()
+
+
+def _listen(path: Path) -> socket.socket:
+    """A listening socket at ``path`` (checked by :func:`_check_free`)."""
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(str(path))
     listener.listen(16)
@@ -117,7 +137,11 @@ def _warm(models: list[str]) -> None:
         logger.info("loaded %s", model)
 
 
-def _loop(listener: socket.socket, idle_timeout: float | None, main: Callable) -> None:
+#: seconds a client may take to send its request (it sends it at once)
+REQUEST_TIMEOUT_S = 10.0
+
+
+def _loop(listener: socket.socket, idle_timeout: float | None, main: Callable, code: str) -> None:
     listener.settimeout(idle_timeout)
     while True:
         try:
@@ -126,16 +150,59 @@ def _loop(listener: socket.socket, idle_timeout: float | None, main: Callable) -
             logger.info("no request for %.0f s: stopping", idle_timeout)
             return
         with conn:
-            conn.settimeout(None)
+            conn.settimeout(REQUEST_TIMEOUT_S)
             try:
                 request = json.loads(_read_request(conn))
-                reply = handle(request, main)
-            except (ValueError, KeyError, TypeError) as err:
+                if not isinstance(request, dict):
+                    raise TypeError("not a JSON object")
+                if request.get("code") != code:
+                    logger.info("declined: a client of other pcreg code (%s)", request.get("code"))
+                    reply = {"decline": "this server runs other pcreg code"}
+                else:
+                    conn.settimeout(None)
+                    fired = threading.Event()
+                    try:
+                        with _abort_when_gone(conn, fired):
+                            reply = handle(request, main)
+                    except KeyboardInterrupt:  # the watcher's, just after the request ended
+                        if not fired.is_set():
+                            raise
+                        reply = {"stdout": "", "stderr": "pcreg: interrupted\n", "exit": 130}
+                    if reply["exit"] == 130 and not fired.is_set():
+                        return  # Ctrl-C on the server's own terminal
+            except (ValueError, KeyError, TypeError, AttributeError, OSError) as err:
                 reply = {"stdout": "", "stderr": f"pcreg: error: bad request: {err}\n", "exit": 2}
             with contextlib.suppress(OSError):  # the client went away (Ctrl-C)
                 conn.sendall(json.dumps(reply).encode())
-        if reply["exit"] in (130, 143):  # Ctrl-C or SIGTERM reached the server mid-request
+        if reply.get("exit") == 143:  # SIGTERM reached the server mid-request
             return
+
+
+@contextlib.contextmanager
+def _abort_when_gone(conn: socket.socket, fired: threading.Event) -> Iterator[None]:
+    """Interrupt the request (as Ctrl-C would: exit 130, temporary files removed, no output
+    written) when its client closes its end: it was interrupted or killed, and nobody would
+    read the answer. Polls the socket for a hang-up from a helper thread; ``fired`` is set
+    before it interrupts."""
+    done = threading.Event()
+
+    def watch() -> None:
+        poller = select.poll()
+        poller.register(conn.fileno(), select.POLLHUP)
+        while not done.is_set():
+            if poller.poll(100) and not done.is_set():
+                logger.info("client gone: interrupting its request")
+                fired.set()
+                _thread.interrupt_main()
+                return
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        done.set()
+        watcher.join()
 
 
 def _read_request(conn: socket.socket) -> bytes:
@@ -159,6 +226,7 @@ def handle(request: dict, main: Callable[..., int]) -> dict:
     ``stdout``, ``stderr`` and ``exit`` code."""
     argv = [str(a) for a in request["argv"]]
     env = {str(k): str(v) for k, v in request.get("env", {}).items() if str(k).startswith("PCREG_")}
+    logger.info("request: %s", " ".join(argv))
     out, err = io.StringIO(), io.StringIO()
     root = logging.getLogger()
     saved_logging = root.handlers[:], root.level

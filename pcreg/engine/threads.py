@@ -48,7 +48,12 @@ __all__ = [
 
 F = TypeVar("F", bound=Callable)
 
-_state = threading.local()  # depth of nested fitted_threads() in this thread
+# fitted_threads(): uses in progress (nested or from several Python threads), the count they
+# share, and what the first one saved to restore
+_lock = threading.Lock()
+_users = 0
+_chosen = 1
+_saved: tuple = (None, 1, None, None)
 
 
 def single_threaded_blas(func: F) -> F:
@@ -122,44 +127,56 @@ def busy_elsewhere(samples: int = 5, interval_s: float = 0.0005) -> int:
 
 def _choose(ceiling: int) -> int:
     """Threads for the next registration: the cores not taken by other processes, at least
-    one, at most ``ceiling`` (the caller's own setting)."""
-    free = usable_cores() - busy_elsewhere()
+    one, at most ``ceiling`` (the caller's own setting). The load is machine-wide, so the
+    free cores are the machine's less the load, within this process's affinity mask
+    (``taskset``, a container's cpuset)."""
+    free = min(usable_cores(), (os.cpu_count() or 1) - busy_elsewhere())
     return max(1, min(ceiling, free))
 
 
-@contextlib.contextmanager
-def fitted_threads(load_torch: bool = True) -> Iterator[int]:
-    """Run the body with torch's and Open3D's thread counts fitted to the free cores (each
-    where it is loaded; ``load_torch`` imports torch first, for a body that will); yields the
-    count. The caller's own setting is the ceiling and is restored on the way out. Nested uses
-    keep the outer choice. ``PCREG_THREADS=N`` in the environment fixes the count instead
-    (benchmarks; ``0`` keeps the caller's setting)."""
-    if load_torch:
-        importlib.import_module("torch")  # loaded here: its threads are set before the body
+def _o3d_threads(o3d) -> tuple[Callable[[], int], Callable[[int], None]] | None:
+    """Open3D's getter and setter of its thread limit (0.20 and later; None before)."""
+    utility = getattr(o3d, "utility", None)
+    get = getattr(utility, "get_max_threads", None)
+    put = getattr(utility, "set_max_threads", None)
+    return (get, put) if get is not None and put is not None else None
 
-    torch = sys.modules.get("torch")
-    o3d = sys.modules.get("open3d")
-    if getattr(_state, "depth", 0) > 0:
-        _state.depth += 1
-        try:
-            yield torch.get_num_threads() if torch is not None else usable_cores()
-        finally:
-            _state.depth -= 1
-        return
-    before = torch.get_num_threads() if torch is not None else usable_cores()
-    o3d_before = o3d.utility.get_max_threads() if o3d is not None else None
-    fixed = os.environ.get("PCREG_THREADS", "").strip()
-    chosen = (int(fixed) or before) if fixed.isdigit() else _choose(before)
-    _state.depth = 1
+
+@contextlib.contextmanager
+def fitted_threads(load: tuple[str, ...] = ("torch", "open3d")) -> Iterator[int]:
+    """Run the body with torch's and Open3D's thread counts fitted to the free cores; yields
+    the count. ``load``: the libraries to import first, those the body will use (one that is
+    not loaded yet could not be fitted). The thread counts are process-wide, so the first
+    of overlapping uses (nested, or from several Python threads) chooses and saves the
+    caller's setting, which is the ceiling, and the last one out restores it.
+    ``PCREG_THREADS=N`` in the environment fixes the count instead (benchmarks; ``0`` keeps
+    the caller's setting)."""
+    for name in load:  # loaded here: their threads are set before the body runs
+        importlib.import_module(name)
+    global _users, _chosen, _saved
+    with _lock:
+        if _users == 0:
+            torch, o3d = sys.modules.get("torch"), sys.modules.get("open3d")
+            o3d_api = _o3d_threads(o3d) if o3d is not None else None
+            before = torch.get_num_threads() if torch is not None else usable_cores()
+            o3d_before = o3d_api[0]() if o3d_api is not None else None
+            fixed = os.environ.get("PCREG_THREADS", "").strip()
+            _chosen = (int(fixed) or before) if fixed.isdigit() else _choose(before)
+            _saved = (torch, before, o3d_api, o3d_before)
+            if torch is not None and _chosen != before:
+                torch.set_num_threads(_chosen)
+            if o3d_api is not None and _chosen < o3d_before:
+                o3d_api[1](_chosen)
+        _users += 1
+        chosen = _chosen
     try:
-        if torch is not None and chosen != before:
-            torch.set_num_threads(chosen)
-        if o3d is not None and chosen < o3d_before:
-            o3d.utility.set_max_threads(chosen)
         yield chosen
     finally:
-        _state.depth = 0
-        if torch is not None and torch.get_num_threads() != before:
-            torch.set_num_threads(before)
-        if o3d is not None and o3d.utility.get_max_threads() != o3d_before:
-            o3d.utility.set_max_threads(o3d_before)
+        with _lock:
+            _users -= 1
+            if _users == 0:
+                torch, before, o3d_api, o3d_before = _saved
+                if torch is not None and torch.get_num_threads() != before:
+                    torch.set_num_threads(before)
+                if o3d_api is not None and o3d_api[0]() != o3d_before:
+                    o3d_api[1](o3d_before)

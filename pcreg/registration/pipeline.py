@@ -90,6 +90,8 @@ _OUTDOOR_NETWORK_VOXEL = 0.1
 NetworkLoader = Callable[[str, str], "LoadedNetwork"]
 
 _voxel_count = voxel_count  # the name tests and benchmarks import
+#: the libraries a registration uses, by whether it is FPFH + RANSAC alone (no network)
+_LIBRARIES = {False: ("torch", "open3d"), True: ("open3d",)}
 
 
 def choose_model(src: np.ndarray, ref: np.ndarray) -> str:
@@ -305,7 +307,7 @@ class Registration:
         """Register ``src (N, 3)`` onto ``ref (M, 3)`` (metres, validated arrays); ``names``
         label them in errors. torch and Open3D run on the cores free at the start
         (:func:`~pcreg.engine.threads.fitted_threads`)."""
-        with fitted_threads(load_torch=self.method != "fpfh-ransac"):
+        with fitted_threads(_LIBRARIES[self.method == "fpfh-ransac"]):
             return self._register(src, ref, names)
 
     def _register(
@@ -334,7 +336,7 @@ class Registration:
         without orientation search runs all pairs in one padded forward pass (each
         ``timings["register"]`` is then the batch's). Over worker processes:
         :class:`~pcreg.batch.runner.RayRunner` (a floor up)."""
-        with fitted_threads(load_torch=self.method != "fpfh-ransac"):
+        with fitted_threads(_LIBRARIES[self.method == "fpfh-ransac"]):
             return self._batch(pairs)
 
     def _batch(self, pairs: Sequence[tuple[np.ndarray, np.ndarray]]) -> list[RegistrationResult]:

@@ -40,9 +40,15 @@ def test_running_here_counts_state_r_after_the_name(tmp_path: Path) -> None:
 
 def test_choice_takes_the_free_cores(monkeypatch) -> None:
     monkeypatch.setattr(threads, "usable_cores", lambda: 4)
+    monkeypatch.setattr(os, "cpu_count", lambda: 4)
     for busy, ceiling, expected in [(0, 4, 4), (1, 4, 3), (3, 4, 1), (9, 4, 1), (0, 2, 2)]:
         monkeypatch.setattr(threads, "busy_elsewhere", lambda busy=busy: busy)
         assert threads._choose(ceiling) == expected
+    # `taskset -c 0,1` on a 64-core machine where 10 other threads run: both cores usable
+    monkeypatch.setattr(threads, "usable_cores", lambda: 2)
+    monkeypatch.setattr(os, "cpu_count", lambda: 64)
+    monkeypatch.setattr(threads, "busy_elsewhere", lambda: 10)
+    assert threads._choose(8) == 2
 
 
 def _spinners(n: int) -> list[subprocess.Popen]:
@@ -73,13 +79,27 @@ def test_busy_elsewhere_is_the_median_less_this_process(monkeypatch) -> None:
     assert threads.busy_elsewhere(interval_s=0) == 0
 
 
-def test_fitted_threads_sets_and_restores(monkeypatch) -> None:
+@pytest.fixture
+def two_threads(monkeypatch):
+    """torch and Open3D at two threads (restored after), every core of a 2-core machine
+    free unless a test says otherwise."""
     import open3d as o3d
 
-    before, o3d_before = torch.get_num_threads(), o3d.utility.get_max_threads()
+    torch_before, o3d_before = torch.get_num_threads(), o3d.utility.get_max_threads()
+    torch.set_num_threads(2)
+    o3d.utility.set_max_threads(2)
     monkeypatch.delenv("PCREG_THREADS", raising=False)
-    monkeypatch.setattr(threads, "usable_cores", lambda: before)
-    monkeypatch.setattr(threads, "busy_elsewhere", lambda: before)  # every core taken
+    monkeypatch.setattr(threads, "usable_cores", lambda: 2)
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(threads, "busy_elsewhere", lambda: 0)
+    yield o3d
+    torch.set_num_threads(torch_before)
+    o3d.utility.set_max_threads(o3d_before)
+
+
+def test_fitted_threads_sets_and_restores(monkeypatch, two_threads) -> None:
+    o3d = two_threads
+    monkeypatch.setattr(threads, "busy_elsewhere", lambda: 2)  # every core taken
     with threads.fitted_threads() as n:
         assert n == 1
         assert torch.get_num_threads() == 1
@@ -87,20 +107,54 @@ def test_fitted_threads_sets_and_restores(monkeypatch) -> None:
         with threads.fitted_threads() as inner:  # nested: the outer choice stands
             assert inner == 1 and torch.get_num_threads() == 1
         assert torch.get_num_threads() == 1
-    assert torch.get_num_threads() == before
-    assert o3d.utility.get_max_threads() == o3d_before
+    assert torch.get_num_threads() == 2 and o3d.utility.get_max_threads() == 2
     with pytest.raises(RuntimeError), threads.fitted_threads():  # restored on errors too
         raise RuntimeError
-    assert torch.get_num_threads() == before
+    assert torch.get_num_threads() == 2
     monkeypatch.setenv("PCREG_THREADS", "0")  # the caller's setting, whatever the load
     with threads.fitted_threads() as n:
-        assert n == before == torch.get_num_threads()
+        assert n == 2 == torch.get_num_threads()
 
 
-def test_registration_runs_with_the_fitted_count(monkeypatch, room_pair) -> None:
-    """The pipeline's call and batch run inside fitted_threads: a registration on a machine
-    whose cores are all taken uses one thread, and gives the transform of the default count
-    (to float rounding: the reductions split differently)."""
+def test_overlapping_uses_from_two_threads_restore_the_callers_setting(
+    monkeypatch, two_threads
+) -> None:
+    """The counts are process-wide: A enters (1 thread), B enters, A leaves, B leaves. B must
+    not take A's 1 as the caller's setting and leave the process on one thread."""
+    import threading
+
+    monkeypatch.setattr(threads, "busy_elsewhere", lambda: 2)
+    a_in, b_in, a_out = threading.Event(), threading.Event(), threading.Event()
+    seen = {}
+
+    def a():
+        with threads.fitted_threads() as n:
+            seen["a"] = n
+            a_in.set()
+            b_in.wait(10)
+        a_out.set()
+
+    def b():
+        a_in.wait(10)
+        with threads.fitted_threads() as n:
+            seen["b"] = n
+            b_in.set()
+            a_out.wait(10)
+            seen["b after a"] = torch.get_num_threads()
+
+    workers = [threading.Thread(target=a), threading.Thread(target=b)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(20)
+    assert seen == {"a": 1, "b": 1, "b after a": 1}  # A's exit did not restore under B
+    assert torch.get_num_threads() == 2  # the last one out restored the caller's 2
+
+
+def test_registration_runs_with_the_fitted_count(monkeypatch, room_pair, two_threads) -> None:
+    """The pipeline's call runs inside fitted_threads: with both cores free it uses two
+    threads, with both taken one, and it gives the transform of the two-thread run (to float
+    rounding: the reductions split differently); the caller's setting is restored."""
     from pcreg.registration.pipeline import Registration
 
     src, ref, gt = room_pair
@@ -113,12 +167,11 @@ def test_registration_runs_with_the_fitted_count(monkeypatch, room_pair) -> None
         return inner(self, *args, **kwargs)
 
     monkeypatch.setattr(Registration, "_register", spy)
-    monkeypatch.delenv("PCREG_THREADS", raising=False)
     free = pipe(src, ref)
-    monkeypatch.setattr(threads, "busy_elsewhere", lambda: 64)
+    monkeypatch.setattr(threads, "busy_elsewhere", lambda: 2)
     busy = pipe(src, ref)
-    assert seen == [seen[0], 1]
-    assert torch.get_num_threads() >= seen[0]  # restored
+    assert seen == [2, 1]
+    assert torch.get_num_threads() == 2
     np.testing.assert_allclose(busy.transform, free.transform, atol=1e-4)
     assert busy.registered and free.registered
     assert busy.errors(gt, src)["rre_deg"] < 2.0
