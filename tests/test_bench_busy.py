@@ -100,3 +100,15 @@ def test_whole_process_memory_is_the_childs_own() -> None:
     assert peak < 100 and 0 < wall < 30  # a bare interpreter: ~10 MiB
     assert not registered and np.array_equal(transform, np.eye(4))
     del ballast
+
+
+def test_kiss_script_runs_as_a_whole_process(shared_data) -> None:
+    """The KISS-Matcher script row: a standalone script (numpy reader, KISS-Matcher) whose one
+    JSON line is read back and scored."""
+    pytest.importorskip("kiss_matcher")
+    pair = real_pairs(shared_data)[0]
+    command, env = busy._whole_commands(pair)["KISS-Matcher script (whole process)"]
+    wall, peak, transform, registered = busy._run_whole(command, env)
+    assert registered and 0 < wall < 60 and 10 < peak < 1024
+    err = pose_errors(transform, np.asarray(pair.gt))
+    assert err["rre_deg"] < 10 and err["rte_m"] < 0.3  # 5.1 deg / 18 cm against the refit

@@ -68,7 +68,7 @@ sol = matcher.estimate(src, ref)
 T = np.eye(4)
 T[:3, :3] = np.asarray(sol.rotation)
 T[:3, 3] = np.asarray(sol.translation).reshape(3)
-print(json.dumps({"transform": T.tolist(), "registered": True}))
+sys.stdout.write(json.dumps({"transform": T.tolist(), "registered": True}) + "\\n")
 """
 
 
