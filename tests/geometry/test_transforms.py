@@ -71,3 +71,31 @@ def test_orthonormalize_fixes_slightly_off_rotation(gen):
     torch.testing.assert_close(fixed.T @ fixed, torch.eye(3, dtype=torch.float64))
     assert float(torch.det(fixed)) == pytest.approx(1.0)
     assert float((fixed - rot).abs().max()) < 5e-3
+
+
+def test_make_transform_broadcasts_leading_dimensions():
+    rot = torch.eye(3).expand(2, 1, 3, 3) * torch.tensor([1.0, -1.0]).view(2, 1, 1, 1)
+    trans = torch.arange(9.0).view(3, 3)  # (3, 3): broadcasts with (2, 1) to (2, 3)
+    out = make_transform(rot, trans)
+    assert out.shape == (2, 3, 4, 4)
+    assert torch.equal(out[1, 2, :3, :3], -torch.eye(3))
+    assert torch.equal(out[0, 1, :3, 3], torch.tensor([3.0, 4.0, 5.0]))
+    assert torch.equal(out[..., 3, :], torch.tensor([0.0, 0.0, 0.0, 1.0]).expand(2, 3, 4))
+    with pytest.raises((ValueError, RuntimeError)):  # shapes that do not broadcast
+        make_transform(torch.eye(3).expand(2, 3, 3), torch.zeros(3, 3))
+
+
+def test_make_transform_does_not_load_torch_symbolic_shapes():
+    # torch.broadcast_shapes imports torch's symbolic-shapes machinery on first use: 0.47 s of
+    # every process's first registration on the 2-core Xeon
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, torch\n"
+        "from pcreg.geometry import make_transform\n"
+        "make_transform(torch.eye(3)[None], torch.zeros(1, 3))\n"
+        "print('torch.fx.experimental.symbolic_shapes' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
