@@ -28,6 +28,7 @@ demo: setup
 
 # pytest exit code 5 means "no tests collected": not a failure of the suite itself.
 test: setup
+	@bash scripts/system_deps.sh --test || echo "pcreg setup: chromium not installed; the HTML report's browser test will skip"
 	@$(PY) -m pytest $(PYTEST_ARGS); rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest: no tests collected"; exit 0; fi; exit $$rc
 
 test-all: setup

@@ -193,24 +193,34 @@ def run_demo(
     write_transform(out / "transform.txt", result.transform, overwrite=force)
     with atomic_output(out / "result.json", overwrite=force) as tmp:
         tmp.write_text(json.dumps(record, indent=1) + "\n")
-    from pcreg.viz import alignment_panels, correspondence_panel, save_panels_png
+    from pcreg.viz import alignment_panels, correspondence_panel, pair_legend, save_panels_png
+    from pcreg.viz.panels import correspondence_legend
+    from pcreg.viz.style import format_length
 
     label = f"{result.method} ({result.model}{' + ICP' if icp else ''})"
-    errors = f"RRE {err['rre_deg']:.2f} deg, RTE {100 * err['rte_m']:.1f} cm"
+    errors = f"RRE {err['rre_deg']:.2f} deg, RTE {format_length(err['rte_m'])}"
     save_panels_png(
         out / "alignment.png",
         alignment_panels(src, ref, result.transform),
         title=f"{description}\n{label}: {errors}, {result.time_s:.1f} s",
+        legend=pair_legend("src.ply", "ref.ply"),
         overwrite=force,
     )
+    radius = result.inlier_radius
     save_panels_png(
         out / "correspondences.png",
         [
             correspondence_panel(
-                src, ref, result.transform, (result.src_corr_points, result.ref_corr_points), gt=gt
+                src,
+                ref,
+                result.transform,
+                (result.src_corr_points, result.ref_corr_points),
+                gt=gt,
+                radius=radius,
             )
         ],
         title=f"{label}: {result.num_correspondences} correspondences",
+        legend=pair_legend("src.ply", "ref.ply") + correspondence_legend(radius, truth=True),
         overwrite=force,
     )
     matrix = "\n".join("  " + " ".join(f"{v: .5f}" for v in row) for row in result.transform)

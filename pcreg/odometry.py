@@ -21,6 +21,7 @@ __all__ = [
     "run_odometry",
     "save_trajectory_png",
     "scan_list",
+    "trajectory_figure",
     "write_kitti_poses",
 ]
 
@@ -194,17 +195,11 @@ def write_kitti_poses(
     return Path(path)
 
 
-def save_trajectory_png(
-    path: str | os.PathLike[str],
-    poses: np.ndarray,
-    scans: Sequence[np.ndarray],
-    *,
-    map_voxel: float = 0.3,
-    title: str = "",
-    overwrite: bool = False,
-) -> Path:
-    """Top-down (x-y) picture: the merged map (every scan moved by its pose, ``map_voxel``
-    downsampled, coloured by height) and the trajectory (red, one dot per scan)."""
+def trajectory_figure(
+    poses: np.ndarray, scans: Sequence[np.ndarray], *, map_voxel: float = 0.3, title: str = ""
+):
+    """The matplotlib figure of :func:`save_trajectory_png`: ``poses (K, 4, 4)`` and the
+    ``K`` scans ``(N_k, 3)`` (metres, sensor frame)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -220,18 +215,40 @@ def save_trajectory_png(
     _, first = np.unique(keys, axis=0, return_index=True)
     merged = merged[first]
     z_lo, z_hi = np.percentile(merged[:, 2], [2, 98])
-    fig, ax = plt.subplots(figsize=(8, 8))
-    ax.scatter(
+    fig, ax = plt.subplots(figsize=(8.8, 8))
+    dots = ax.scatter(
         merged[:, 0], merged[:, 1], c=merged[:, 2], s=0.3, cmap="viridis", vmin=z_lo, vmax=z_hi
     )
-    ax.plot(poses[:, 0, 3], poses[:, 1, 3], "r-", lw=1.5)
-    ax.plot(poses[:, 0, 3], poses[:, 1, 3], "ro", ms=3, label=f"trajectory ({len(poses)} scans)")
+    fig.colorbar(dots, ax=ax, shrink=0.7, label="map height z (m; 2nd-98th percentile)")
+    xy = poses[:, :2, 3]
+    ax.plot(xy[:, 0], xy[:, 1], "-", color="red", lw=2, label=f"trajectory ({len(poses)} scans)")
+    ax.plot(xy[:, 0], xy[:, 1], "o", color="red", ms=3)
+    ax.plot(*xy[0], "^", color="white", mec="black", ms=11, label="start")
+    ax.plot(*xy[-1], "s", color="black", mec="white", ms=9, label="end")
     ax.set_aspect("equal")
     ax.set_xlabel("x (m)")
     ax.set_ylabel("y (m)")
     ax.legend(loc="upper right")
     ax.set_title(title or f"merged map ({len(merged)} points at {map_voxel:g} m) and trajectory")
     fig.tight_layout()
+    return fig
+
+
+def save_trajectory_png(
+    path: str | os.PathLike[str],
+    poses: np.ndarray,
+    scans: Sequence[np.ndarray],
+    *,
+    map_voxel: float = 0.3,
+    title: str = "",
+    overwrite: bool = False,
+) -> Path:
+    """Top-down (x-y) picture: the merged map (every scan moved by its pose, ``map_voxel``
+    downsampled, coloured by height, with its colour bar) and the trajectory (a red line
+    through one dot per scan, the start a white triangle and the end a black square)."""
+    import matplotlib.pyplot as plt
+
+    fig = trajectory_figure(poses, scans, map_voxel=map_voxel, title=title)
     with atomic_output(path, overwrite=overwrite) as tmp:
         fig.savefig(tmp, dpi=100, format="png")
     plt.close(fig)

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from pcreg._fs import _host_tag
-from pcreg.viz.render import render_clouds, save_alignment_png
+from pcreg.viz.panels import save_alignment_png
+from pcreg.viz.render import render_clouds
 
 pytestmark = pytest.mark.open3d
 

@@ -24,7 +24,7 @@ def add_parser(sub) -> None:
         description="Estimate the rigid transform T (4x4) with REF ≈ T @ SRC. Formats: .ply .pcd "
         ".xyz .txt .npy .npz .bin (KITTI) .las .laz; coordinates in metres (georeferenced "
         "offsets are fine). Exit codes: 0 registered, 2 bad input, 3 not registered (the reason "
-        "is printed; --out and --render are not written).",
+        "is printed; --out, --render and --report are not written).",
     )
     cmd.add_argument("src", type=Path, help="source cloud (the one that is moved)")
     cmd.add_argument("ref", type=Path, help="reference cloud")
@@ -33,6 +33,12 @@ def add_parser(sub) -> None:
     cmd.add_argument("--json", action="store_true", help="one JSON object on stdout")
     cmd.add_argument(
         "--gt", type=Path, help="ground-truth T_ref_src (4x4 text/.npy): report RRE/RTE"
+    )
+    cmd.add_argument(
+        "--report",
+        type=Path,
+        metavar="HTML",
+        help="interactive page of the result: one self-contained file that opens offline",
     )
     cmd.add_argument(
         "--render", type=Path, metavar="PNG", help="before/after picture with correspondences"
@@ -85,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
     from pcreg.api import register_points
     from pcreg.io import read_points, read_transform, write_transform
 
-    check_outputs([args.out, args.render], args.force)
+    check_outputs([args.out, args.render, args.report], args.force)
     src = read_points(args.src, **read_options(args))
     ref = read_points(args.ref, **read_options(args))
     gt = read_transform(args.gt) if args.gt is not None else None
@@ -119,15 +125,17 @@ def run(args: argparse.Namespace) -> int:
         logger.info("wrote %s", args.out)
     if args.render is not None:
         from pcreg.viz import save_alignment_png
+        from pcreg.viz.style import format_length
 
         title = f"{args.src.name} -> {args.ref.name}: {result.method_used or result.method}"
         if gt is not None:
-            title += f", RRE {record['rre_deg']:.2f} deg, RTE {100 * record['rte_m']:.1f} cm"
+            title += f", RRE {record['rre_deg']:.2f} deg, RTE {format_length(record['rte_m'])}"
         save_alignment_png(
             args.render,
             src,
             ref,
             result.transform,
+            names=(args.src.name, args.ref.name),
             correspondences=(result.src_corr_points, result.ref_corr_points),
             gt=gt,
             radius=result.inlier_radius,
@@ -135,6 +143,23 @@ def run(args: argparse.Namespace) -> int:
             overwrite=args.force,
         )
         logger.info("wrote %s", args.render)
+    if args.report is not None:
+        from pcreg.viz.report import result_facts, write_report
+
+        write_report(
+            args.report,
+            src,
+            ref,
+            result.transform,
+            names=(args.src.name, args.ref.name),
+            correspondences=(result.src_corr_points, result.ref_corr_points),
+            radius=result.inlier_radius,
+            gt=gt,
+            facts=result_facts(result, record),
+            title=f"{args.src.name} -> {args.ref.name}",
+            overwrite=args.force,
+        )
+        logger.info("wrote %s", args.report)
     sys.stdout.write(
         (json.dumps(record) if args.json else format_result(record, args.model is None)) + "\n"
     )

@@ -21,6 +21,10 @@ def add_parser(sub) -> None:
     cmd.add_argument("ref", type=Path)
     cmd.add_argument("--transform", type=Path, help="T_ref_src (4x4 text/.npy); default identity")
     cmd.add_argument("--render", type=Path, metavar="PNG", help="write a picture, no window")
+    cmd.add_argument(
+        "--report", type=Path, metavar="HTML",
+        help="write an interactive page (one self-contained file, opens offline), no window",
+    )  # fmt: skip
     cmd.add_argument("--force", action="store_true", help="replace an existing PNG")
     add_input_arguments(cmd)
     cmd.set_defaults(func=run)
@@ -29,12 +33,13 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     from pcreg.io import read_points, read_transform
 
-    check_outputs([args.render], args.force)
+    check_outputs([args.render, args.report], args.force)
     from pcreg.registration.checks import MAX_SCALE_RATIO, cloud_extent
 
     src = read_points(args.src, nan_policy=nan_policy(args))
     ref = read_points(args.ref, nan_policy=nan_policy(args))
-    transform = read_transform(args.transform) if args.transform is not None else np.eye(4)
+    given = read_transform(args.transform) if args.transform is not None else None
+    transform = given if given is not None else np.eye(4)
     extents = sorted([cloud_extent(src), cloud_extent(ref)])
     if extents[0] <= 0 or extents[1] / extents[0] > MAX_SCALE_RATIO:
         logger.warning(
@@ -60,11 +65,28 @@ def run(args: argparse.Namespace) -> int:
             args.render,
             src,
             ref,
-            transform,
-            title=f"{args.src.name} (orange) -> {args.ref.name} (blue)",
+            given,  # without --transform: one panel, the clouds as given
+            names=(args.src.name, args.ref.name),
+            title=f"{args.src.name} -> {args.ref.name}"
+            + (f" moved by {args.transform.name}" if given is not None else ""),
             overwrite=args.force,
         )
         logger.info("wrote %s", args.render)
+    if args.report is not None:
+        from pcreg.viz.report import write_report
+
+        write_report(
+            args.report,
+            src,
+            ref,
+            given,
+            names=(args.src.name, args.ref.name),
+            facts={"transform": str(args.transform) if given is not None else "none (as given)"},
+            title=f"{args.src.name} -> {args.ref.name}",
+            overwrite=args.force,
+        )
+        logger.info("wrote %s", args.report)
+    if args.render is not None or args.report is not None:
         return 0
     from pcreg.viz.interactive import show_pair
 

@@ -7,7 +7,7 @@ import os
 import numpy as np
 
 from pcreg.errors import InputError
-from pcreg.viz.render import REFERENCE_COLOR, SOURCE_COLOR
+from pcreg.viz.style import REFERENCE_COLOR, SOURCE_COLOR
 
 __all__ = ["show_pair"]
 

@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 
 from pcreg._fs import atomic_output
-from pcreg.viz.render import REFERENCE_COLOR, SOURCE_COLOR, render_clouds
+from pcreg.viz.render import render_clouds
+from pcreg.viz.style import REFERENCE_COLOR, SOURCE_COLOR
 
 __all__ = ["save_overlap_histogram_png", "save_pair_grid_png"]
 

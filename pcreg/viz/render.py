@@ -1,6 +1,7 @@
 """Offscreen rendering with Open3D's legacy Visualizer (EGL when there is no display; it must
-not follow an ``OffscreenRenderer`` in the same process, DESIGN §5), composed with matplotlib.
-"""
+not follow an ``OffscreenRenderer`` in the same process, DESIGN §5): the camera fitted to the
+scene (a street from above, a room obliquely), and large clouds thinned on a grid so that
+structure stays visible."""
 
 from __future__ import annotations
 
@@ -10,24 +11,22 @@ import re
 import shutil
 import tempfile
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 
 import numpy as np
 
-from pcreg._fs import _host_tag, _pid_alive, atomic_output
+from pcreg._fs import _host_tag, _pid_alive
 
 __all__ = [
-    "REFERENCE_COLOR",
-    "SOURCE_COLOR",
-    "alignment_panels",
-    "correspondence_panel",
+    "View",
+    "crop_to_content",
+    "principal_view",
     "render_clouds",
-    "save_alignment_png",
-    "save_panels_png",
+    "thin_for_display",
+    "view_for",
 ]
 
-SOURCE_COLOR = (0.95, 0.55, 0.05)  # orange
-REFERENCE_COLOR = (0.10, 0.45, 0.85)  # blue
+#: clouds are thinned to about this many points before they are drawn (all clouds together)
+MAX_DRAWN_POINTS = 150_000
 
 
 def principal_view(points: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -38,6 +37,82 @@ def principal_view(points: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarr
     centered = np.asarray(points, np.float64) - np.mean(points, axis=0)
     _, vecs = np.linalg.eigh(centered.T @ centered)
     return vecs[:, 2], vecs[:, 1], vecs[:, 0]
+
+
+class View:
+    """A camera for :func:`render_clouds`: ``front (3,)`` (from the scene towards the camera),
+    ``up (3,)``, and ``aspect`` (height / width of the scene as seen; the image follows it).
+    ``overhead``: looking straight down the thin axis of a flat scene (a street)."""
+
+    def __init__(self, front: np.ndarray, up: np.ndarray, aspect: float, overhead: bool) -> None:
+        self.front, self.up, self.aspect, self.overhead = front, up, aspect, overhead
+
+    def __repr__(self) -> str:
+        return f"View(overhead={self.overhead}, aspect={self.aspect:.2f})"
+
+
+#: a scene whose thinnest spread is under this share of its middle one is drawn from above
+FLAT_RATIO = 0.25
+
+
+def view_for(points: np.ndarray) -> View:
+    """The camera for ``points (N, 3)``: a flat scene (a street: the thin axis's spread under
+    :data:`FLAT_RATIO` of the middle one) straight from above, its long side across; anything
+    else (a room, an object) along its thin axis tilted 30 degrees. The thin axis is signed so
+    that its largest component is positive (z-up data is seen from above, not below)."""
+    pts = np.asarray(points, np.float64)
+    major, middle, minor = principal_view(pts)
+    minor = minor if minor[np.argmax(np.abs(minor))] > 0 else -minor
+    spread = [float(np.ptp(pts @ a)) for a in (major, middle, minor)]
+    overhead = spread[2] < FLAT_RATIO * max(spread[1], 1e-12)
+    if overhead:
+        front, up = minor, middle
+        aspect = spread[1] / max(spread[0], 1e-12)
+    else:
+        front = minor * np.cos(np.radians(30)) - middle * np.sin(np.radians(30))
+        up = middle
+        aspect = (spread[1] * np.cos(np.radians(30)) + spread[2] * np.sin(np.radians(30))) / max(
+            spread[0], 1e-12
+        )
+    return View(front, up, float(aspect), overhead)
+
+
+def thin_for_display(points: np.ndarray, target: int = MAX_DRAWN_POINTS) -> np.ndarray:
+    """At most about ``target`` of ``points (N, 3)``: one point per cell of a grid sized so
+    that about ``target`` cells are occupied (deterministic; dense regions lose most, so a
+    2M-point scan keeps its structure instead of saturating into a blob). Returned as given
+    when it is small enough."""
+    pts = np.asarray(points, np.float64)
+    if len(pts) <= target:
+        return pts
+    import open3d as o3d
+
+    cloud = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(pts))
+    # a scan is a surface: cells of side s hold ~area / s^2 points; start there and grow
+    extent = np.ptp(pts, axis=0)
+    area = max(float(np.sort(extent)[1:].prod()), 1e-12)
+    cell = float(np.sqrt(area / target))
+    fine, coarse = 0.0, None  # cells known to keep too many / too few points
+    down = pts
+    for _ in range(12):
+        down = np.asarray(cloud.voxel_down_sample(cell).points)
+        if len(down) > 1.1 * target:  # grow: by the surface rule until bracketed, then halve
+            fine = cell
+            cell = (
+                cell * float(np.sqrt(len(down) / target)) if coarse is None else (cell + coarse) / 2
+            )
+        elif len(down) < 0.6 * target:
+            coarse = cell
+            cell = (fine + cell) / 2
+        else:
+            break
+    return down
+
+
+def point_size_for(drawn: int, width: int, height: int) -> float:
+    """Pixels per point: about a third of the spacing the points would have if they covered the
+    image evenly, between 1 and 3 (150k points on 1200 x 900: 1 px; 40k: 1.6 px)."""
+    return float(np.clip(0.3 * np.sqrt(width * height / max(drawn, 1)), 1.0, 3.0))
 
 
 _XDG_PREFIX = "pcreg-xdg-"
@@ -99,26 +174,51 @@ def render_clouds(
     *,
     lines: tuple[np.ndarray, np.ndarray] | None = None,
     line_color: Sequence[float] | np.ndarray = (0.1, 0.7, 0.2),
-    width: int = 800,
-    height: int = 600,
-    front: Sequence[float] | None = None,
-    up: Sequence[float] | None = None,
-    point_size: float = 2.0,
+    width: int = 1200,
+    height: int | None = None,
+    view: View | None = None,
+    point_size: float | None = None,
+    max_points: int = MAX_DRAWN_POINTS,
+    crop: bool = False,
 ) -> np.ndarray:
     """Render coloured clouds (and optional segments) to an RGB image.
 
     Args:
-        clouds: ``[(points (N, 3), rgb in [0, 1]), ...]``.
+        clouds: ``[(points (N, 3), rgb in [0, 1]), ...]``; thinned together to about
+            ``max_points`` (:func:`thin_for_display`, each cloud its share).
         lines: optional ``(starts (K, 3), ends (K, 3))`` drawn as segments, in
-            ``line_color`` (one rgb, or ``(K, 3)`` one per segment).
-        front, up: camera direction (from the scene towards the camera) and up vector;
-            by default from :func:`principal_view` of all points, tilted 30 degrees.
+            ``line_color`` (one rgb, or ``(K, 3)`` one per segment; later segments on top).
+        height: default: ``width`` times the view's aspect, within 0.45-1.0 of it.
+        view: the camera; default :func:`view_for` all points.
+        point_size: pixels; default :func:`point_size_for` the points drawn.
+        crop: cut the image to what was drawn, with a margin of 3 % (Open3D fits the scene's
+            bounding sphere to the window, which leaves a long scene small in a wide one).
 
     Returns:
         ``(height, width, 3) uint8``.
     """
+    everything = np.vstack([np.asarray(c[0], np.float64).reshape(-1, 3) for c in clouds])
+    view = view or view_for(everything)
+    if height is None:
+        height = round(width * float(np.clip(view.aspect, 0.45, 1.0)))
+    total = max(len(everything), 1)
+    drawn = [(thin_for_display(p, max(1, int(max_points * len(p) / total))), c) for p, c in clouds]
+    if point_size is None:
+        point_size = point_size_for(sum(len(p) for p, _ in drawn), width, height)
     with _render_environment():
-        return _render_clouds(clouds, lines, line_color, width, height, front, up, point_size)
+        image = _render_clouds(drawn, lines, line_color, width, height, view, point_size)
+    return crop_to_content(image) if crop else image
+
+
+def crop_to_content(image: np.ndarray, margin: float = 0.03) -> np.ndarray:
+    """``image (H, W, 3) uint8`` cut to its non-white pixels plus ``margin`` of the larger
+    side (as given when nothing was drawn)."""
+    drawn = np.nonzero((image < 250).any(axis=2))
+    if not len(drawn[0]):
+        return image
+    pad = int(margin * max(image.shape[:2]))
+    top, left = max(drawn[0].min() - pad, 0), max(drawn[1].min() - pad, 0)
+    return image[top : drawn[0].max() + pad + 1, left : drawn[1].max() + pad + 1]
 
 
 def _render_clouds(
@@ -127,8 +227,7 @@ def _render_clouds(
     line_color: Sequence[float] | np.ndarray,
     width: int,
     height: int,
-    front: Sequence[float] | None,
-    up: Sequence[float] | None,
+    view: View,
     point_size: float,
 ) -> np.ndarray:
     import open3d as o3d
@@ -164,140 +263,13 @@ def _render_clouds(
         opt.background_color = np.array([1.0, 1.0, 1.0])
         ctrl = vis.get_view_control()
         everything = np.vstack([np.asarray(c[0]) for c in clouds])
-        if front is None or up is None:
-            _, middle, minor = principal_view(everything)
-            front = minor * np.cos(np.radians(30)) - middle * np.sin(np.radians(30))
-            up = middle
-        ctrl.set_front(list(front))
-        ctrl.set_up(list(up))
-        ctrl.set_lookat(everything.mean(axis=0).tolist())
-        ctrl.set_zoom(0.55)
+        ctrl.set_front(list(view.front))
+        ctrl.set_up(list(view.up))
+        ctrl.set_lookat(((everything.min(0) + everything.max(0)) / 2).tolist())
+        ctrl.set_zoom(0.7)
         vis.poll_events()
         vis.update_renderer()
         image = np.asarray(vis.capture_screen_float_buffer(do_render=True))
     finally:
         vis.destroy_window()
     return (np.clip(image, 0, 1) * 255).astype(np.uint8)
-
-
-INLIER_COLOR = (0.10, 0.70, 0.20)  # green
-OUTLIER_COLOR = (0.85, 0.10, 0.10)  # red
-
-
-def correspondence_panel(
-    src_points: np.ndarray,
-    ref_points: np.ndarray,
-    transform: np.ndarray,
-    correspondences: tuple[np.ndarray, np.ndarray],
-    *,
-    gt: np.ndarray | None = None,
-    radius: float = 0.1,
-    max_lines: int = 250,
-) -> tuple[str, np.ndarray]:
-    """``(caption, image)``: the reference, the source moved by ``transform`` and lifted beside
-    it along the reference's major axis, and the correspondences (source / reference
-    coordinates) as segments; with ``gt`` the ones within ``radius`` metres under the truth are
-    green and the others red (at most ``max_lines``, evenly subsampled)."""
-    src = np.asarray(src_points, np.float64)
-    ref = np.asarray(ref_points, np.float64)
-    moved = src @ transform[:3, :3].T + transform[:3, 3]
-    major, _, _ = principal_view(ref)
-    offset = 1.15 * float(np.ptp(ref @ major)) * major
-    src_c, ref_c = (np.asarray(c, np.float64).reshape(-1, 3) for c in correspondences)
-    total = len(src_c)
-    keep = np.linspace(0, total - 1, min(max_lines, total)).astype(int) if total else []
-    src_c, ref_c = src_c[keep], ref_c[keep]
-    moved_c = src_c @ transform[:3, :3].T + transform[:3, 3]
-    colors: Sequence[float] | np.ndarray = INLIER_COLOR
-    caption = f"{len(keep)} of {total} correspondences (source shifted aside)"
-    if gt is not None and total:
-        true_c = src_c @ gt[:3, :3].T + gt[:3, 3]
-        good = np.linalg.norm(true_c - ref_c, axis=1) < radius
-        colors = np.where(good[:, None], INLIER_COLOR, OUTLIER_COLOR)
-        caption = (
-            f"{len(keep)} of {total} correspondences: {good.mean():.0%} within "
-            f"{100 * radius:.0f} cm under the truth (green)"
-        )
-    image = render_clouds(
-        [(moved + offset, SOURCE_COLOR), (ref, REFERENCE_COLOR)],
-        lines=(moved_c + offset, ref_c),
-        line_color=colors,
-    )
-    return caption, image
-
-
-def save_panels_png(
-    path: str | os.PathLike[str],
-    panels: Sequence[tuple[str, np.ndarray]],
-    *,
-    title: str = "",
-    overwrite: bool = False,
-) -> Path:
-    """Images side by side with captions, written atomically as PNG."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 5.0))
-    for ax, (name, image) in zip(np.atleast_1d(axes), panels, strict=True):
-        ax.imshow(image)
-        ax.set_title(name, fontsize=10)
-        ax.axis("off")
-    if title:
-        fig.suptitle(title)
-    fig.tight_layout()
-    path = Path(path)
-    with atomic_output(path, overwrite=overwrite) as tmp:
-        fig.savefig(tmp, dpi=90, format="png")
-    plt.close(fig)
-    return path
-
-
-def alignment_panels(
-    src_points: np.ndarray, ref_points: np.ndarray, transform: np.ndarray
-) -> list[tuple[str, np.ndarray]]:
-    """Before (as given) and after (source moved by ``transform``) renders, source orange and
-    reference blue."""
-    src = np.asarray(src_points, np.float64)
-    ref = np.asarray(ref_points, np.float64)
-    moved = src @ transform[:3, :3].T + transform[:3, 3]
-    return [
-        ("before (input poses)", render_clouds([(src, SOURCE_COLOR), (ref, REFERENCE_COLOR)])),
-        (
-            "after (source moved by T_ref_src)",
-            render_clouds([(moved, SOURCE_COLOR), (ref, REFERENCE_COLOR)]),
-        ),
-    ]
-
-
-def save_alignment_png(
-    path: str | os.PathLike[str],
-    src_points: np.ndarray,
-    ref_points: np.ndarray,
-    transform: np.ndarray,
-    *,
-    title: str = "",
-    correspondences: tuple[np.ndarray, np.ndarray] | None = None,
-    gt: np.ndarray | None = None,
-    radius: float = 0.1,
-    overwrite: bool = False,
-    max_lines: int = 250,
-) -> Path:
-    """Write a before/after PNG: source (orange) and reference (blue) as given, then with the
-    source moved by ``transform`` (``T_ref_src``). With ``correspondences`` (source and
-    reference coordinates) a third panel draws them (:func:`correspondence_panel`)."""
-    panels = alignment_panels(src_points, ref_points, transform)
-    if correspondences is not None:
-        panels.append(
-            correspondence_panel(
-                src_points,
-                ref_points,
-                transform,
-                correspondences,
-                gt=gt,
-                radius=radius,
-                max_lines=max_lines,
-            )
-        )
-    return save_panels_png(path, panels, title=title, overwrite=overwrite)

@@ -1,0 +1,223 @@
+"""Registration pictures as PNG: before / after renders and the correspondences, side by side
+with captions, a title and a legend that names the source, the reference and what the line
+colours mean."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from pcreg._fs import atomic_output
+from pcreg.viz.render import principal_view, render_clouds, view_for
+from pcreg.viz.style import (
+    FAR_COLOR,
+    INLIER_COLOR,
+    REFERENCE_COLOR,
+    SOURCE_COLOR,
+    format_length,
+)
+
+__all__ = [
+    "Legend",
+    "alignment_panels",
+    "correspondence_panel",
+    "pair_legend",
+    "panels_figure",
+    "save_alignment_png",
+    "save_panels_png",
+]
+
+#: ``[(label, rgb), ...]``: one legend entry per colour
+Legend = list[tuple[str, tuple[float, float, float]]]
+
+
+def pair_legend(src_name: str = "source", ref_name: str = "reference") -> Legend:
+    """The legend of the two clouds: ``source: NAME`` orange, ``reference: NAME`` blue."""
+    return [
+        (f"source: {src_name}" if src_name != "source" else "source", SOURCE_COLOR),
+        (f"reference: {ref_name}" if ref_name != "reference" else "reference", REFERENCE_COLOR),
+    ]
+
+
+def correspondence_legend(radius: float, truth: bool) -> Legend:
+    """The legend of :func:`correspondence_panel`'s lines at inlier ``radius`` metres."""
+    under = "the truth" if truth else "the estimate"
+    return [
+        (f"correspondence within {format_length(radius)} under {under}", INLIER_COLOR),
+        ("farther", FAR_COLOR),
+    ]
+
+
+def _moved(points: np.ndarray, transform: np.ndarray) -> np.ndarray:
+    t = np.asarray(transform, np.float64)
+    return np.asarray(points, np.float64) @ t[:3, :3].T + t[:3, 3]
+
+
+def alignment_panels(
+    src_points: np.ndarray, ref_points: np.ndarray, transform: np.ndarray | None
+) -> list[tuple[str, np.ndarray]]:
+    """Before (as given) and after (source moved by ``transform``) renders, source orange and
+    reference blue, from one camera; with ``transform=None`` only the "as given" panel."""
+    src = np.asarray(src_points, np.float64)
+    ref = np.asarray(ref_points, np.float64)
+    if transform is None:
+        return [
+            ("as given", render_clouds([(src, SOURCE_COLOR), (ref, REFERENCE_COLOR)], crop=True))
+        ]
+    moved = _moved(src, transform)
+    view = view_for(np.vstack([moved, ref]))  # the after panel's camera, used for both
+    return [
+        (
+            "before (input poses)",
+            render_clouds([(src, SOURCE_COLOR), (ref, REFERENCE_COLOR)], view=view, crop=True),
+        ),
+        (
+            "after (source moved by T_ref_src)",
+            render_clouds([(moved, SOURCE_COLOR), (ref, REFERENCE_COLOR)], view=view, crop=True),
+        ),
+    ]
+
+
+def correspondence_panel(
+    src_points: np.ndarray,
+    ref_points: np.ndarray,
+    transform: np.ndarray,
+    correspondences: tuple[np.ndarray, np.ndarray],
+    *,
+    gt: np.ndarray | None = None,
+    radius: float = 0.1,
+    max_lines: int = 250,
+) -> tuple[str, np.ndarray]:
+    """``(caption, image)``: the reference, and the source moved by ``transform`` and set beside
+    it, with the correspondences (source / reference coordinates ``(K, 3)`` each) as segments
+    (at most ``max_lines``, evenly subsampled). A segment is green when ``gt`` (else the
+    estimate ``transform``) maps its source point within ``radius`` metres of its reference
+    point, pale red otherwise (drawn under the green ones); the caption states the same
+    threshold. The source is set beside the reference along whichever of the scene's two long
+    axes leaves the picture closer to square (a street: across the road, seen from above)."""
+    src = np.asarray(src_points, np.float64)
+    ref = np.asarray(ref_points, np.float64)
+    major, middle, _ = principal_view(ref)
+    spans = {0: float(np.ptp(ref @ major)), 1: float(np.ptp(ref @ middle))}
+
+    def squareness(axis: int) -> float:
+        w, h = spans[0], spans[1]
+        w, h = (w * 2.15, h) if axis == 0 else (w, h * 2.15)
+        return max(w, h) / max(min(w, h), 1e-12)
+
+    axis = min((0, 1), key=squareness)
+    offset = 1.15 * spans[axis] * (major if axis == 0 else middle)
+    src_c, ref_c = (np.asarray(c, np.float64).reshape(-1, 3) for c in correspondences)
+    total = len(src_c)
+    keep = np.linspace(0, total - 1, min(max_lines, total)).astype(int) if total else []
+    src_c, ref_c = src_c[keep], ref_c[keep]
+    judge = np.asarray(gt if gt is not None else transform, np.float64)
+    good = np.linalg.norm(_moved(src_c, judge) - ref_c, axis=1) < radius
+    order = np.argsort(good, kind="stable")  # the pale outliers first, the inliers on top
+    src_c, ref_c, good = src_c[order], ref_c[order], good[order]
+    colors = np.where(good[:, None], INLIER_COLOR, FAR_COLOR)
+    under = "the truth" if gt is not None else "the estimate"
+    share = f"{good.mean():.0%}" if len(good) else "none"
+    caption = (
+        f"{len(keep)} of {total} correspondences: {share} within {format_length(radius)} "
+        f"under {under} (green)"
+    )
+    image = render_clouds(
+        [(_moved(src, transform) + offset, SOURCE_COLOR), (ref, REFERENCE_COLOR)],
+        lines=(_moved(src_c, transform) + offset, ref_c),
+        line_color=colors,
+        crop=True,
+    )
+    return caption, image
+
+
+def panels_figure(
+    panels: Sequence[tuple[str, np.ndarray]], *, title: str = "", legend: Legend | None = None
+):
+    """The matplotlib figure of images side by side with captions, ``title`` above and
+    ``legend`` entries (coloured squares) below."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
+
+    # every image at the same height, each as wide as its aspect asks
+    ratios = [img.shape[1] / img.shape[0] for _, img in panels]
+    row = 4.5  # inches
+    fig, axes = plt.subplots(
+        1,
+        len(panels),
+        figsize=(max(row * sum(ratios), 7.0), row + 1.3),
+        squeeze=False,
+        gridspec_kw={"width_ratios": ratios},
+    )
+    for ax, (name, image) in zip(axes[0], panels, strict=True):
+        ax.imshow(image)
+        ax.set_title(name, fontsize=10)
+        ax.axis("off")
+    if title:
+        fig.suptitle(title)
+    if legend:
+        handles = [Patch(facecolor=c, edgecolor="0.3", label=label) for label, c in legend]
+        fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 4), fontsize=9)
+    fig.tight_layout(rect=(0, 0.07 if legend else 0, 1, 1))
+    return fig
+
+
+def save_panels_png(
+    path: str | os.PathLike[str],
+    panels: Sequence[tuple[str, np.ndarray]],
+    *,
+    title: str = "",
+    legend: Legend | None = None,
+    overwrite: bool = False,
+) -> Path:
+    """:func:`panels_figure`, written atomically as PNG."""
+    import matplotlib.pyplot as plt
+
+    fig = panels_figure(panels, title=title, legend=legend)
+    path = Path(path)
+    with atomic_output(path, overwrite=overwrite) as tmp:
+        fig.savefig(tmp, dpi=90, format="png")
+    plt.close(fig)
+    return path
+
+
+def save_alignment_png(
+    path: str | os.PathLike[str],
+    src_points: np.ndarray,
+    ref_points: np.ndarray,
+    transform: np.ndarray | None,
+    *,
+    title: str = "",
+    names: tuple[str, str] = ("source", "reference"),
+    correspondences: tuple[np.ndarray, np.ndarray] | None = None,
+    gt: np.ndarray | None = None,
+    radius: float = 0.1,
+    overwrite: bool = False,
+    max_lines: int = 250,
+) -> Path:
+    """Write a before/after PNG: source (orange) and reference (blue) as given, then with the
+    source moved by ``transform`` (``T_ref_src``; None: the "as given" panel alone). With
+    ``correspondences`` (source and reference coordinates) a third panel draws them
+    (:func:`correspondence_panel`). The legend names the clouds (``names``: their files)."""
+    panels = alignment_panels(src_points, ref_points, transform)
+    legend = pair_legend(*names)
+    if correspondences is not None and transform is not None:
+        panels.append(
+            correspondence_panel(
+                src_points,
+                ref_points,
+                transform,
+                correspondences,
+                gt=gt,
+                radius=radius,
+                max_lines=max_lines,
+            )
+        )
+        legend += correspondence_legend(radius, gt is not None)
+    return save_panels_png(path, panels, title=title, legend=legend, overwrite=overwrite)

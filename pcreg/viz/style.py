@@ -1,0 +1,48 @@
+"""How pictures look, shared by the PNG panels and the HTML report: the colours of the source,
+the reference and the correspondences, the legends naming them, and lengths in units a person
+reads (mm / cm / m / km by magnitude)."""
+
+from __future__ import annotations
+
+import math
+
+__all__ = [
+    "FAR_COLOR",
+    "INLIER_COLOR",
+    "OUTLIER_COLOR",
+    "REFERENCE_COLOR",
+    "SOURCE_COLOR",
+    "format_length",
+    "hex_color",
+]
+
+SOURCE_COLOR = (0.95, 0.55, 0.05)  # orange
+REFERENCE_COLOR = (0.10, 0.45, 0.85)  # blue
+INLIER_COLOR = (0.10, 0.70, 0.20)  # green: a correspondence within the inlier radius
+OUTLIER_COLOR = (0.85, 0.10, 0.10)  # red
+# outliers are drawn pale: a network's correspondences are mostly outliers at low overlap
+# (30 % within 60 cm on a KITTI pair registered to 3.6 cm), and solid red lines hid the inliers
+FAR_COLOR = (0.97, 0.72, 0.72)
+
+
+def format_length(metres: float, digits: int = 3) -> str:
+    """``metres`` with the unit a person reads: ``0.0042 -> "4.2 mm"``, ``0.123 -> "12.3 cm"``,
+    ``3.5 -> "3.5 m"``, ``1886939.8 -> "1887 km"``; ``digits`` significant digits at most (the
+    integer part is kept whole). Non-finite values read ``"inf m"`` / ``"nan m"``."""
+    if not math.isfinite(metres):
+        return f"{metres} m"
+    size = abs(metres)
+    units = ((1e3, "mm", 0.01), (1e2, "cm", 1.0), (1.0, "m", 1e3), (1e-3, "km", math.inf))
+    scale, unit = next((scale, unit) for scale, unit, below in units if size < below)
+    value = metres * scale
+    whole = len(str(int(abs(value)))) if abs(value) >= 1 else 1
+    decimals = max(0, digits - whole)
+    text = f"{value:.{decimals}f}"
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return f"{text} {unit}"
+
+
+def hex_color(rgb: tuple[float, float, float]) -> str:
+    """``(r, g, b)`` in [0, 1] as ``"#rrggbb"`` (for plotly)."""
+    return "#" + "".join(f"{round(255 * min(max(c, 0.0), 1.0)):02x}" for c in rgb)

@@ -1,0 +1,142 @@
+"""The PNG figures say what they show: a legend naming source and reference (and the line
+colours), readable units, one panel without a transform, the camera fitted to the scene, and
+large clouds thinned so that structure survives."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pcreg.viz.panels import (
+    alignment_panels,
+    correspondence_panel,
+    pair_legend,
+    panels_figure,
+    save_alignment_png,
+)
+from pcreg.viz.render import thin_for_display, view_for
+from pcreg.viz.style import format_length, hex_color
+
+
+@pytest.mark.parametrize(
+    ("metres", "text"),
+    [
+        (0.0042, "4.2 mm"),
+        (0.036, "3.6 cm"),
+        (0.112, "11.2 cm"),
+        (3.5, "3.5 m"),
+        (12.345, "12.3 m"),
+        (1886939.765, "1887 km"),  # a title once read "RTE 188693976.5 cm"
+        (-0.05, "-5 cm"),
+    ],
+)
+def test_lengths_read_in_the_unit_of_their_size(metres, text):
+    assert format_length(metres) == text
+
+
+def test_hex_color():
+    assert hex_color((1.0, 0.5, 0.0)) == "#ff8000"
+
+
+def _room(rng, n=4000):
+    """A 4 x 3 x 2.5 m box's walls and floor."""
+    pts = rng.uniform([0, 0, 0], [4, 3, 2.5], size=(n, 3))
+    face = rng.integers(0, 3, n)
+    pts[face == 0, 0] = 0.0
+    pts[face == 1, 1] = 3.0
+    pts[face == 2, 2] = 0.0
+    return pts
+
+
+def _street(rng, n=6000):
+    """A 120 x 30 m ground plane with 3 m walls: flat."""
+    pts = rng.uniform([-60, -15, 0], [60, 15, 0.2], size=(n, 3))
+    walls = rng.random(n) < 0.3
+    pts[walls, 1] = np.sign(pts[walls, 1]) * 15
+    pts[walls, 2] = rng.uniform(0, 3, walls.sum())
+    return pts
+
+
+def test_a_street_is_drawn_from_above_and_a_room_obliquely(rng):
+    street = view_for(_street(rng))
+    assert street.overhead and abs(street.front[2]) > 0.99  # looking down z
+    assert street.aspect == pytest.approx(30 / 120, abs=0.05)  # long side across
+    room = view_for(_room(rng))
+    assert not room.overhead
+
+
+def test_large_clouds_are_thinned_on_a_grid(rng):
+    dense = rng.uniform(0, 10, size=(400_000, 3)) * [1, 1, 0.01]
+    thin = thin_for_display(dense, 20_000)
+    assert 10_000 <= len(thin) <= 22_000
+    # a grid keeps the coverage: every 1 m square of the 10 x 10 m still has points
+    cells = np.unique(np.floor(thin[:, :2]).astype(int), axis=0)
+    assert len(cells) == 100
+    small = dense[:500]
+    assert thin_for_display(small, 20_000) is not None and len(thin_for_display(small)) == 500
+
+
+@pytest.mark.open3d
+def test_alignment_figure_has_a_legend_naming_both_clouds(rng, tmp_path):
+    import matplotlib.pyplot as plt
+
+    ref = _room(rng)
+    t = np.eye(4)
+    t[:3, 3] = [0.3, -0.2, 0.1]
+    src = (ref - t[:3, 3])[::2]
+    panels = alignment_panels(src, ref, t)
+    assert [name for name, _ in panels] == [
+        "before (input poses)",
+        "after (source moved by T_ref_src)",
+    ]
+    fig = panels_figure(panels, title="x", legend=pair_legend("a.ply", "b.ply"))
+    texts = [t.get_text() for leg in fig.legends for t in leg.get_texts()]
+    assert texts == ["source: a.ply", "reference: b.ply"]
+    plt.close(fig)
+    # without a transform: one panel, "as given"
+    assert [name for name, _ in alignment_panels(src, ref, None)] == ["as given"]
+    out = save_alignment_png(tmp_path / "one.png", src, ref, None, names=("a.ply", "b.ply"))
+    one = plt.imread(out)
+    two = plt.imread(save_alignment_png(tmp_path / "two.png", src, ref, t))
+    assert one.shape[1] < 0.75 * two.shape[1]  # golden size: one panel is narrower than two
+    assert 300 <= one.shape[0] <= 800 and 300 <= two.shape[0] <= 800
+
+
+@pytest.mark.open3d
+def test_correspondences_are_green_within_the_stated_radius_and_pale_beyond(rng):
+    ref = _room(rng)
+    src = ref.copy()
+    good = ref[:60]
+    bad_src = ref[60:100]
+    bad_ref = bad_src + np.array([0.5, 0.0, 0.0])  # 50 cm off under the truth
+    corr = (np.vstack([good, bad_src]), np.vstack([good, bad_ref]))
+    caption, image = correspondence_panel(src, ref, np.eye(4), corr, gt=np.eye(4), radius=0.1)
+    assert "60 of 100" not in caption and "100 of 100 correspondences: 60% within 10 cm" in caption
+    assert "under the truth" in caption
+    pixels = image.reshape(-1, 3).astype(int)
+    green = (np.abs(pixels - [26, 178, 51]) < 30).all(1).sum()
+    pale = (np.abs(pixels - [247, 184, 184]) < 30).all(1).sum()
+    assert green > 0 and pale > 0
+    # without a truth the estimate judges, and the caption says so
+    caption, _ = correspondence_panel(src, ref, np.eye(4), corr, radius=0.6)
+    assert "100% within 60 cm under the estimate" in caption
+
+
+def test_odometry_map_has_a_colour_bar_and_a_marked_trajectory(rng, tmp_path):
+    import matplotlib.pyplot as plt
+
+    from pcreg.odometry import save_trajectory_png, trajectory_figure
+
+    poses = np.stack([np.eye(4), np.eye(4)])
+    poses[1, :3, 3] = [3.0, 0.5, 0.0]  # two scans: still a line from start to end
+    scans = [_street(rng, 2000), _street(rng, 2000)]
+    fig = trajectory_figure(poses, scans)
+    ax, bar = fig.axes  # the map and its colour bar
+    assert "height" in bar.get_ylabel()
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels == ["trajectory (2 scans)", "start", "end"]
+    line = ax.get_lines()[0]
+    assert np.allclose(line.get_xydata(), [[0.0, 0.0], [3.0, 0.5]])
+    plt.close(fig)
+    image = plt.imread(save_trajectory_png(tmp_path / "map.png", poses, scans))
+    assert image.shape[:2] == (800, 880)  # golden size
