@@ -1,13 +1,27 @@
 """LiDAR odometry by chaining pairwise registrations: scan k is registered onto scan k-1 and
 the relative motions are composed, ``P_k = P_{k-1} @ T_{k-1 <- k}`` with ``P_0 = I``, so every
 pose maps points of scan k into the frame of the first scan (KITTI's convention for its
-``poses/XX.txt``, here in the sensor's own frame)."""
+``poses/XX.txt``).
+
+Frames: :func:`run_odometry` gives poses in the scanner's own frame (``"lidar"``: for KITTI the
+Velodyne's). KITTI's official poses are those of the left camera (``"camera"``, cam0), which
+:meth:`OdometryResult.in_camera_frame` converts to with the ``Tr:`` (Velodyne -> cam0) line of
+the sequence's ``calib.txt``: ``P_k = Tr V_k inv(Tr)``. The two frames' origins are ~0.3 m
+apart, so comparing poses of one frame with the other's gives a fake error of that order.
+
+A poses file written with a ``record`` (:func:`write_kitti_poses`) gets a sidecar JSON,
+``<poses file>.json`` (``05.txt`` -> ``05.txt.json``), saying which frame it is in, with
+which calibration, from which scans; the poses file itself stays 12 numbers a line so that
+``evo`` and KITTI's devkit read it.
+"""
 
 from __future__ import annotations
 
+import json
+import logging
 import os
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -17,24 +31,65 @@ from pcreg._fs import atomic_output
 from pcreg.errors import InputError, MissingFileError
 
 __all__ = [
+    "CONVENTION",
+    "FRAMES",
     "OdometryResult",
+    "find_calib",
+    "pose_record",
+    "resolve_calib",
     "run_odometry",
     "save_trajectory_png",
     "scan_list",
+    "sidecar_path",
     "trajectory_figure",
     "write_kitti_poses",
 ]
+
+logger = logging.getLogger(__name__)
+
+FRAMES = ("lidar", "camera")
+CONVENTION = "T_first_k: maps points of scan k into the first scan's frame"
 
 
 @dataclass
 class OdometryResult:
     """``poses (K, 4, 4) float64`` (scan k -> scan 0), ``relative (K-1, 4, 4)``
-    (``T_{k-1 <- k}``), seconds per registration ``times (K-1,)``, and the model used."""
+    (``T_{k-1 <- k}``), seconds per registration ``times (K-1,)``, the model used, and the
+    ``frame`` both kinds of pose are in (``"lidar"`` or ``"camera"``, see the module)."""
 
     poses: np.ndarray
     relative: np.ndarray
     times: np.ndarray
     model: str
+    frame: str = "lidar"
+
+    def in_camera_frame(self, tr: np.ndarray) -> OdometryResult:
+        """The same motions as poses of the camera: ``P_k = Tr V_k inv(Tr)`` for every pose
+        and relative motion (:func:`pcreg.data.kitti.camera_poses`).
+
+        Args:
+            tr: ``(4, 4)`` ``T_cam0_velo`` in metres, the ``Tr:`` line of KITTI's
+                ``calib.txt`` (:func:`pcreg.data.kitti.read_calib_tr`).
+
+        Returns:
+            A result with ``frame="camera"``: ``poses (K, 4, 4)`` map cam0 frame k into
+            cam0 frame 0 (as KITTI's ``poses.txt`` made relative to the first scan's
+            frame), ``relative (K-1, 4, 4)`` cam0 frame k -> cam0 frame k-1; times and model
+            unchanged.
+
+        Raises:
+            InputError: the result is not in the LiDAR frame.
+        """
+        from pcreg.data.kitti import camera_poses
+
+        if self.frame != "lidar":
+            raise InputError("frame", f"poses are in the {self.frame} frame, not the LiDAR's")
+        return replace(
+            self,
+            poses=camera_poses(self.poses, tr),
+            relative=camera_poses(self.relative, tr),
+            frame="camera",
+        )
 
 
 POINT_SUFFIXES = (".bin", ".ply", ".pcd", ".npy", ".npz", ".xyz", ".txt", ".csv", ".las", ".laz")
@@ -185,13 +240,95 @@ def _on_ray(
     return relative, [r["time_s"] for r in ordered], ordered[-1]["model"]
 
 
+def find_calib(scans: Sequence[str | os.PathLike[str]]) -> Path | None:
+    """KITTI's ``calib.txt`` beside the scans' directory (``sequences/XX/calib.txt`` for
+    scans in ``sequences/XX/velodyne/``), or None: the scans are in more than one directory,
+    or there is no such file."""
+    folders = {Path(os.fspath(s)).parent for s in scans}
+    if len(folders) != 1:
+        return None
+    calib = folders.pop().parent / "calib.txt"
+    return calib if calib.is_file() else None
+
+
+def resolve_calib(
+    frame: str,
+    calib: str | os.PathLike[str] | None,
+    scans: Sequence[str | os.PathLike[str]],
+) -> Path | None:
+    """The calibration file the poses of ``frame`` need: None for ``"lidar"``; for
+    ``"camera"`` ``calib`` when given, else :func:`find_calib`'s.
+
+    Raises:
+        InputError: an unknown frame, a ``calib`` with the LiDAR frame (it would not be
+            used), or the camera frame with no calibration given or found.
+    """
+    if frame not in FRAMES:
+        raise InputError("frame", f"expected one of {', '.join(FRAMES)}, got {frame!r}")
+    if frame == "lidar":
+        if calib is not None:
+            raise InputError(
+                "--calib", "is only used with --frame camera (the LiDAR frame needs none)"
+            )
+        return None
+    if calib is not None:
+        return Path(os.fspath(calib))
+    found = find_calib(scans)
+    if found is None:
+        raise InputError(
+            "--calib",
+            "--frame camera needs the sequence's KITTI calib.txt (its Tr: line, Velodyne -> "
+            "cam0) and none was given or found beside the scans' directory",
+        )
+    logger.info("camera frame: calibration %s (beside the scans' directory)", found)
+    return found
+
+
+def pose_record(
+    frame: str,
+    calib: str | os.PathLike[str] | None,
+    scans: Sequence[str | os.PathLike[str]],
+) -> dict[str, object]:
+    """What a poses file's sidecar JSON says: ``{"frame", "calib" (path or None),
+    "convention", "scans"}``."""
+    return {
+        "frame": frame,
+        "calib": None if calib is None else os.fspath(calib),
+        "convention": CONVENTION,
+        "scans": [os.fspath(s) for s in scans],
+    }
+
+
+def sidecar_path(path: str | os.PathLike[str]) -> Path:
+    """The sidecar JSON of a poses file: its name with ``.json`` appended (``05.txt`` ->
+    ``05.txt.json``), so that it never is the poses file itself, whatever its suffix."""
+    path = Path(path)
+    return path.with_name(path.name + ".json")
+
+
 def write_kitti_poses(
-    path: str | os.PathLike[str], poses: np.ndarray, *, overwrite: bool = False
+    path: str | os.PathLike[str],
+    poses: np.ndarray,
+    *,
+    overwrite: bool = False,
+    record: Mapping[str, object] | None = None,
 ) -> Path:
-    """Write ``poses (K, 4, 4)`` as KITTI text: one line of 12 numbers (3x4 row-major) each."""
+    """Write ``poses (K, 4, 4)`` as KITTI text: one line of 12 numbers (3x4 row-major) each.
+
+    With ``record`` (:func:`pose_record`), also write it as the sidecar
+    :func:`sidecar_path`. Both files are written atomically, and neither replaces anything
+    until both are complete; ``overwrite`` applies to both.
+
+    Raises:
+        OutputExistsError: a file exists (either) and ``overwrite`` is False.
+        UnwritableOutputError: a path that cannot be written.
+    """
     rows = np.asarray(poses, np.float64)[:, :3, :4].reshape(len(poses), 12)
     with atomic_output(path, overwrite=overwrite) as tmp:
         np.savetxt(tmp, rows, fmt="%.9e")
+        if record is not None:
+            with atomic_output(sidecar_path(path), overwrite=overwrite) as side:
+                side.write_text(json.dumps(record, indent=1) + "\n")
     return Path(path)
 
 

@@ -20,16 +20,36 @@ def add_parser(sub) -> None:
         "odometry",
         help="register consecutive scans of a sequence and chain them into poses",
         description="Poses map each scan into the first scan's frame (KITTI poses format: 12 "
-        "numbers per line, 3x4 row-major), in the scanner's own frame (for KITTI: the Velodyne "
-        "frame, not the left camera's of KITTI's official poses/XX.txt: P_velo = inv(Tr) P_cam "
-        "Tr with Tr from calib.txt). Consecutive pairs run in parallel on Ray (all cores, or "
-        "--workers / --address); the motions are chained in order.",
+        "numbers per line, 3x4 row-major). By default they are in the scanner's own frame (for "
+        "KITTI: the Velodyne's), not the left camera's of KITTI's official poses.txt; "
+        "--frame camera converts them, P_cam = Tr P_velo inv(Tr) with Tr from calib.txt. "
+        "--out also writes OUT.json (05.txt -> 05.txt.json) saying the frame, calibration "
+        "and scans. Consecutive pairs run in parallel on Ray (all cores, or --workers / "
+        "--address); the motions are chained in order.",
     )
     cmd.add_argument(
         "scans", type=Path, nargs="+", help="scans in time order, a directory of scans or a glob"
     )
     add_method_arguments(cmd, default_model="outdoor", default_method="geotransformer")
-    cmd.add_argument("--out", type=Path, default=None, help="poses file (default: print them)")
+    cmd.add_argument(
+        "--frame",
+        choices=("lidar", "camera"),
+        default="lidar",
+        help="lidar: poses of the scanner (default); camera: of KITTI's left camera (cam0), "
+        "the frame of KITTI's official poses",
+    )
+    cmd.add_argument(
+        "--calib",
+        type=Path,
+        default=None,
+        metavar="CALIB",
+        help="KITTI calib.txt whose Tr: line (Velodyne -> cam0) --frame camera uses (default: "
+        "calib.txt beside the scans' directory, as sequences/XX/calib.txt is to velodyne/)",
+    )
+    cmd.add_argument(
+        "--out", type=Path, default=None,
+        help="poses file, and its frame in OUT.json beside it (default: print the poses)",
+    )  # fmt: skip
     cmd.add_argument(
         "--render", type=Path, metavar="PNG", help="top-down trajectory over the merged map"
     )
@@ -45,11 +65,24 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     import numpy as np
 
+    from pcreg.data.kitti import read_calib_tr
     from pcreg.io import read_points
-    from pcreg.odometry import run_odometry, save_trajectory_png, scan_list, write_kitti_poses
+    from pcreg.odometry import (
+        CONVENTION,
+        pose_record,
+        resolve_calib,
+        run_odometry,
+        save_trajectory_png,
+        scan_list,
+        sidecar_path,
+        write_kitti_poses,
+    )
 
-    check_outputs([args.out, args.render], args.force)
+    sidecar = None if args.out is None else sidecar_path(args.out)
+    check_outputs([args.out, sidecar, args.render], args.force)
     args.scans = scan_list(args.scans)
+    calib = resolve_calib(args.frame, args.calib, args.scans)
+    tr = None if calib is None else read_calib_tr(calib)  # a bad file fails before any work
     result = run_odometry(
         args.scans,
         workers=args.workers,
@@ -63,10 +96,12 @@ def run(args: argparse.Namespace) -> int:
         nan_policy=nan_policy(args),
         progress=sys.stderr.isatty(),  # a bar on a terminal; logs and errors stay one line
     )
+    poses = result if tr is None else result.in_camera_frame(tr)
     if args.out is not None:
-        write_kitti_poses(args.out, result.poses, overwrite=args.force)
-        logger.info("wrote %s", args.out)
-    if args.render is not None:
+        record = pose_record(poses.frame, calib, args.scans)
+        write_kitti_poses(args.out, poses.poses, overwrite=args.force, record=record)
+        logger.info("wrote %s and %s (%s frame)", args.out, sidecar, poses.frame)
+    if args.render is not None:  # a top-down (x-y) map: the LiDAR frame's z is up
         scans = [read_points(p, nan_policy=nan_policy(args)) for p in args.scans]
         save_trajectory_png(
             args.render,
@@ -79,21 +114,25 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         record = {
             "scans": [str(p) for p in args.scans],
-            "poses": result.poses.tolist(),
-            "relative": result.relative.tolist(),
+            "frame": poses.frame,
+            "calib": None if calib is None else str(calib),
+            "convention": CONVENTION,
+            "poses": poses.poses.tolist(),
+            "relative": poses.relative.tolist(),
             "time_s": result.times.tolist(),
             "method": args.method,
             "model": result.model,
         }
         sys.stdout.write(json.dumps(record) + "\n")
-    else:
-        rows = result.poses[:, :3, :4].reshape(len(result.poses), 12)
+    else:  # 12 numbers a line and nothing else (KITTI's devkit reads no comments)
+        rows = poses.poses[:, :3, :4].reshape(len(poses.poses), 12)
         for row in rows:
             sys.stdout.write(" ".join(f"{v:.6e}" for v in row) + "\n")
-        steps = np.linalg.norm(result.relative[:, :3, 3], axis=1)
+        steps = np.linalg.norm(poses.relative[:, :3, 3], axis=1)
         logger.info(
-            "%d scans, path length %.2f m, %.2f s per registration",
+            "%d scans, %s frame, path length %.2f m, %.2f s per registration",
             len(rows),
+            poses.frame,
             float(steps.sum()),
             float(np.median(result.times)),
         )

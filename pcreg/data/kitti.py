@@ -5,11 +5,12 @@ Layout (see ``data/README.md``): ``<root>/sequences/<NN>/velodyne/<frame>.bin``,
 or ``<root>/sequences/<NN>/poses.txt`` (cam0, 3x4 per line), optional GeoTransformer metadata
 ``<root>/metadata/{train,val,test}.pkl`` and ``downsampled/<NN>/<frame>.npy``.
 
-Velodyne pose of frame k: ``V_k = inv(Tr) P_k Tr``; pair ground truth ``T_ref_src = inv(V_ref)
-V_src`` (``ref = T src``); the later frame of a pair is the reference (GeoTransformer's
-``frame0``). Splits: sequences 0-5 train, 6-7 val, 8-10 test. Pairs: from each
-frame, the next frame at least ``min_distance`` (10 m) away; the search then continues after it.
-The pose-derived ground truth is refined once with point-to-point ICP and cached.
+Velodyne pose of frame k: ``V_k = inv(Tr) P_k Tr`` (back to cam0: ``P_k = Tr V_k inv(Tr)``);
+pair ground truth ``T_ref_src = inv(V_ref) V_src`` (``ref = T src``); the later frame of a pair
+is the reference (GeoTransformer's ``frame0``). Splits: sequences 0-5 train, 6-7 val, 8-10
+test. Pairs: from each frame, the next frame at least ``min_distance`` (10 m) away; the search
+then continues after it. The pose-derived ground truth is refined once with point-to-point ICP
+and cached.
 """
 
 from __future__ import annotations
@@ -23,12 +24,13 @@ import numpy as np
 
 from pcreg.data.threedmatch import _load_records
 from pcreg.errors import CorruptFileError, MissingFileError
-from pcreg.io import read_points
+from pcreg.io import read_points, validate_transform
 
 __all__ = [
     "SPLITS",
     "KittiPairs",
     "KittiRecord",
+    "camera_poses",
     "read_calib_tr",
     "read_kitti_metadata",
     "read_poses",
@@ -69,24 +71,66 @@ def read_poses(path: str | os.PathLike[str]) -> np.ndarray:
 
 
 def read_calib_tr(path: str | os.PathLike[str]) -> np.ndarray:
-    """The ``Tr:`` (velodyne -> cam0) line of a KITTI ``calib.txt`` as 4x4."""
+    """The ``Tr:`` line of a KITTI ``calib.txt`` as a ``(4, 4) float64`` rigid transform
+    ``T_cam0_velo`` (metres): it maps Velodyne points into the left (cam0) camera's frame.
+
+    Raises:
+        MissingFileError: no such file.
+        CorruptFileError: not text, no ``Tr:`` line, or a ``Tr:`` line that is not 12 numbers.
+        NonFiniteError, NonRigidTransformError: ``Tr`` is not a finite rigid motion.
+    """
     path = Path(path)
     if not path.is_file():
         raise MissingFileError(path, "calibration file not found")
-    for line in path.read_text().splitlines():
+    try:
+        text = path.read_text()
+    except UnicodeDecodeError:
+        raise CorruptFileError(path, "not a text calibration file") from None
+    for line in text.splitlines():
         if line.startswith("Tr:"):
-            values = [float(v) for v in line.split()[1:]]
+            try:
+                values = [float(v) for v in line.split()[1:]]
+            except ValueError as err:
+                raise CorruptFileError(path, f"cannot parse the Tr: line ({err})") from None
             if len(values) != 12:
-                raise CorruptFileError(path, "Tr: needs 12 numbers")
-            t = np.eye(4)
-            t[:3, :4] = np.asarray(values).reshape(3, 4)
-            return t
+                raise CorruptFileError(path, f"Tr: needs 12 numbers, got {len(values)}")
+            return validate_transform(values, path)
     raise CorruptFileError(path, "no 'Tr:' line")
 
 
 def velodyne_poses(cam_poses: np.ndarray, tr: np.ndarray) -> np.ndarray:
-    """``V_k = inv(Tr) P_k Tr`` for every frame: velodyne frame k -> velodyne frame 0."""
+    """Camera (cam0) poses to Velodyne poses: ``V_k = inv(Tr) P_k Tr``.
+
+    Args:
+        cam_poses: ``(..., 4, 4)`` poses ``P_k``, cam0 frame k -> cam0 frame 0 (KITTI's
+            ``poses.txt``), metres.
+        tr: ``(4, 4)`` ``T_cam0_velo`` (:func:`read_calib_tr`).
+
+    Returns:
+        ``(..., 4, 4)`` float64 ``V_k``: Velodyne frame k -> Velodyne frame 0. The inverse of
+        :func:`camera_poses`.
+    """
     return np.linalg.inv(tr) @ cam_poses @ tr
+
+
+def camera_poses(velo_poses: np.ndarray, tr: np.ndarray) -> np.ndarray:
+    """Velodyne poses to camera (cam0) poses: ``P_k = Tr V_k inv(Tr)``.
+
+    A point ``x`` in cam0 frame k is ``inv(Tr) x`` in Velodyne frame k, ``V_k inv(Tr) x`` in
+    Velodyne frame 0 and ``Tr V_k inv(Tr) x`` in cam0 frame 0. The same holds for relative
+    motions (``T_{k-1 <- k}``), so chains convert link by link.
+
+    Args:
+        velo_poses: ``(..., 4, 4)`` poses ``V_k``, Velodyne frame k -> Velodyne frame 0
+            (what :func:`pcreg.odometry.run_odometry` returns), metres.
+        tr: ``(4, 4)`` ``T_cam0_velo`` (:func:`read_calib_tr`).
+
+    Returns:
+        ``(..., 4, 4)`` float64 ``P_k``: cam0 frame k -> cam0 frame 0, the frame of KITTI's
+        official ``poses.txt``. The inverse of :func:`velodyne_poses`.
+    """
+    tr = np.asarray(tr, np.float64)
+    return tr @ np.asarray(velo_poses, np.float64) @ np.linalg.inv(tr)
 
 
 def select_pairs(positions: np.ndarray, min_distance: float = 10.0) -> list[tuple[int, int]]:
