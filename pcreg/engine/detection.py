@@ -113,13 +113,15 @@ def coco_evaluate(
     ann_file: Path, results: list[dict], image_ids: list[int] | None = None
 ) -> dict[str, float]:
     """pycocotools COCOeval (bbox): the 12 standard numbers; ``mAP`` = AP@[.5:.95], ``AP50``.
-    ``image_ids`` restricts it to those images (quick checks on a subset during training)."""
+    ``image_ids`` restricts it to those images (quick checks on a subset during training).
+    ``results`` is left as given (pycocotools' ``loadRes`` adds keys to the entries it gets, so
+    it gets copies)."""
     from pycocotools.coco import COCO
     from pycocotools.cocoeval import COCOeval
 
     with contextlib.redirect_stdout(io.StringIO()):
         gt = COCO(str(ann_file))
-        dt = gt.loadRes(results) if results else COCO()
+        dt = gt.loadRes([dict(r) for r in results]) if results else COCO()
         ev = COCOeval(gt, dt, "bbox")
         if image_ids is not None:
             ev.params.imgIds = sorted(image_ids)

@@ -19,6 +19,8 @@ def test_coco_evaluate_scores_perfect_and_shifted_results(tmp_path):
     perfect = [{"image_id": a["image_id"], "category_id": a["category_id"], "bbox": a["bbox"],
                 "score": 0.9} for a in coco["annotations"]]  # fmt: skip
     assert coco_evaluate(ann, perfect)["mAP"] == pytest.approx(1.0)
+    # the caller's entries are left as given (pycocotools' loadRes adds area, id, ... in place)
+    assert all(set(r) == {"image_id", "category_id", "bbox", "score"} for r in perfect)
     wrong_class = [{**r, "category_id": r["category_id"] % 3 + 1} for r in perfect]
     assert coco_evaluate(ann, wrong_class)["AP50"] == pytest.approx(0.0)
     # boxes shifted by a quarter of their width: IoU 0.6 -> counted at 0.5, not at 0.75
