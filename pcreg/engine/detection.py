@@ -90,22 +90,34 @@ def _batches(ds: CocoDetection, order: list[int], batch_size: int):
         yield collate_images([ds[j] for j in order[i : i + batch_size]])
 
 
-def predictions_to_coco(outputs: dict, targets: list[dict], categories: list[int]) -> list[dict]:
-    """COCO result entries (``image_id, category_id, bbox [x, y, w, h] px, score``) from one
-    batch: every query of every image, labelled by its most likely real class."""
-    prob = outputs["pred_logits"].softmax(-1)[..., :-1]
+def predictions_to_coco(
+    outputs: dict[str, torch.Tensor], targets: list[dict], categories: list[int]
+) -> list[dict]:
+    """COCO result entries from one batch: every query of every image, in query order.
+
+    ``outputs``: ``pred_logits (B, Q, K + 1)`` (the last class is "no object") and
+    ``pred_boxes (B, Q, 4)``, normalised ``(cx, cy, w, h)`` relative to each image's own
+    (unpadded) size; ``targets[b]`` gives ``image_id`` and ``size (H, W)`` in pixels.
+    ``categories``: the K COCO category ids, in label order. Each entry is ``{"image_id",
+    "category_id", "bbox": [x, y, w, h], "score"}``: the most likely real class and its
+    probability, the box in pixels of the original image, clipped to it
+    (``0 <= x <= x + w <= W``, the same for y; the centre is always inside, so ``w, h > 0``).
+    """
+    prob = outputs["pred_logits"].detach().softmax(-1)[..., :-1]
     scores, labels = prob.max(-1)
+    scores_b, labels_b = scores.cpu().tolist(), labels.cpu().tolist()
     results = []
     for b, t in enumerate(targets):
         h, w = t["size"]
-        boxes = outputs["pred_boxes"][b].detach().cpu().double().numpy()
-        for q in range(boxes.shape[0]):
-            cx, cy, bw, bh = boxes[q]
-            results.append(
-                {"image_id": int(t["image_id"]), "category_id": categories[int(labels[b, q])],
-                 "bbox": [(cx - bw / 2) * w, (cy - bh / 2) * h, bw * w, bh * h],
-                 "score": float(scores[b, q])}
-            )  # fmt: skip
+        cx, cy, bw, bh = outputs["pred_boxes"][b].detach().cpu().double().numpy().T
+        x0, x1 = np.clip(cx - bw / 2, 0, 1) * w, np.clip(cx + bw / 2, 0, 1) * w
+        y0, y1 = np.clip(cy - bh / 2, 0, 1) * h, np.clip(cy + bh / 2, 0, 1) * h
+        boxes = np.stack([x0, y0, x1 - x0, y1 - y0], axis=1).tolist()
+        image_id = int(t["image_id"])
+        results += [
+            {"image_id": image_id, "category_id": categories[label], "bbox": box, "score": score}
+            for label, box, score in zip(labels_b[b], boxes, scores_b[b], strict=True)
+        ]
     return results
 
 

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
+import torch
 
 from pcreg.cli import main
 from pcreg.data.vision.coco import CocoDetection
 from pcreg.data.vision.shapes import write_shapes_dataset
-from pcreg.engine.detection import coco_evaluate
+from pcreg.engine.detection import coco_evaluate, predictions_to_coco
 
 
 def test_coco_evaluate_scores_perfect_and_shifted_results(tmp_path):
@@ -27,6 +29,31 @@ def test_coco_evaluate_scores_perfect_and_shifted_results(tmp_path):
     shifted = [{**r, "bbox": [r["bbox"][0] + r["bbox"][2] / 4, *r["bbox"][1:]]} for r in perfect]
     ap = coco_evaluate(ann, shifted)
     assert ap["AP50"] == pytest.approx(1.0) and ap["AP75"] == pytest.approx(0.0)
+
+
+def test_predictions_to_coco_gives_pixel_boxes_clipped_to_each_image():
+    """Normalised (cx, cy, w, h) of each image's own size -> [x, y, w, h] px, clipped; the best
+    real class (not "no object") and its probability; category ids by label order."""
+    logits = torch.tensor(
+        [[[2.0, 0.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0], [0.0, 1.0, 0.0, 5.0]],
+         [[0.0, 0.0, 3.0, 0.0], [1.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0]]]
+    )  # fmt: skip
+    boxes = torch.tensor(
+        [[[0.5, 0.5, 0.25, 0.5], [0.1, 0.9, 0.4, 0.4], [0.95, 0.05, 0.5, 0.5]],
+         [[0.5, 0.5, 0.5, 0.5], [0.5, 0.5, 2.0, 2.0], [0.25, 0.75, 0.1, 0.1]]]
+    )  # fmt: skip
+    targets = [{"image_id": 11, "size": (60, 80)}, {"image_id": 4, "size": (40, 100)}]
+    res = predictions_to_coco({"pred_logits": logits, "pred_boxes": boxes}, targets, [3, 7, 9])
+    assert [(r["image_id"], r["category_id"]) for r in res] == [
+        (11, 3), (11, 9), (11, 7), (4, 9), (4, 3), (4, 3)
+    ]  # fmt: skip
+    expected = [[30, 15, 20, 30], [0, 42, 24, 18], [56, 0, 24, 18],
+                [25, 10, 50, 20], [0, 0, 100, 40], [20, 28, 10, 4]]  # fmt: skip
+    np.testing.assert_allclose([r["bbox"] for r in res], expected, rtol=0, atol=1e-5)
+    prob = logits.softmax(-1)[..., :3].max(-1).values.flatten().tolist()
+    assert [r["score"] for r in res] == prob
+    assert all(type(v) in (int, float) for r in res for v in (*r["bbox"], r["score"]))
+    json.dumps(res, allow_nan=False)  # plain JSON types only
 
 
 def test_detr_cli_trains_writes_outputs_and_evaluates(tmp_path, capsys):
