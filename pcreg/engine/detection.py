@@ -6,7 +6,9 @@ pycocotools' ``COCOeval`` (the maintained reference implementation of COCO box A
 becomes a detection scored by its best real-class probability. Training writes ``checkpoint.pt``
 and ``metrics.json`` into ``out_dir`` and returns what ``training_curves.png`` and
 ``predictions.png`` show (the metrics' ``history`` and a :class:`DetectionSample`); ``pcreg detr
-train`` draws them there.
+train`` draws them there. With ``detections=FILE.json`` both also write the scored detections as
+a standard COCO results file (:func:`write_coco_results`), which pycocotools' ``COCO.loadRes``
+and ``COCOeval`` score to the same numbers.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ __all__ = [
     "evaluate_detr",
     "predictions_to_coco",
     "train_detr",
+    "write_coco_results",
 ]
 
 logger = logging.getLogger(__name__)
@@ -158,6 +161,23 @@ def _evaluate(model, ds: CocoDetection, batch_size: int, limit: int | None = Non
     return results, shown
 
 
+def write_coco_results(path: str | Path, results: list[dict], *, overwrite: bool = False) -> Path:
+    """Write ``results`` (:func:`predictions_to_coco`'s entries: ``image_id``, ``category_id``,
+    ``bbox`` [x, y, w, h] in pixels, ``score`` in [0, 1]) to ``path`` as a COCO results file, a
+    JSON list, atomically. Floats are written at full precision (``repr``), so the file scores
+    to exactly the numbers of the entries in memory.
+
+    Raises:
+        OutputExistsError: ``path`` exists and ``overwrite`` is False.
+        UnwritableOutputError: see :func:`pcreg._fs.check_writable`.
+    """
+    keys = ("image_id", "category_id", "bbox", "score")
+    lines = [json.dumps({k: r[k] for k in keys}, allow_nan=False) for r in results]
+    with atomic_output(path, overwrite=overwrite) as tmp:
+        tmp.write_text("[\n" + ",\n".join(lines) + "\n]\n")  # one detection a line
+    return Path(path)
+
+
 def _write_json(path: Path, data: dict[str, Any], overwrite: bool) -> None:
     with atomic_output(path, overwrite=overwrite) as tmp:
         tmp.write_text(json.dumps(data, indent=2) + "\n")
@@ -181,6 +201,8 @@ def train_detr(cfg: DetrExperimentConfig) -> DetrTraining:
     out.mkdir(parents=True, exist_ok=True)
     for name in OUTPUTS:
         check_writable(out / name, overwrite=cfg.overwrite)
+    if cfg.detections:
+        check_writable(cfg.detections, overwrite=cfg.overwrite)
     t = cfg.train
     if t.num_threads > 0:
         torch.set_num_threads(t.num_threads)
@@ -244,6 +266,8 @@ def train_detr(cfg: DetrExperimentConfig) -> DetrTraining:
     train_time = time.perf_counter() - start
     results, shown = _evaluate(model, val_ds, t.batch_size)
     metrics = coco_evaluate(val_ds.ann_file, results)
+    if cfg.detections:
+        write_coco_results(cfg.detections, results, overwrite=cfg.overwrite)
     history["val_AP50"][-1], history["val_mAP"][-1] = metrics["AP50"], metrics["mAP"]
     metrics.update(
         train_time_s=train_time, steps=step, val_images=len(val_ds), train_images=len(train_ds),
@@ -263,10 +287,18 @@ def _names(ds: CocoDetection) -> list[str]:
 
 
 def evaluate_detr(cfg: DetrExperimentConfig) -> dict[str, Any]:
-    """COCOeval of ``checkpoint`` (default ``out_dir/checkpoint.pt``) on the validation split."""
+    """COCOeval of ``checkpoint`` (default ``out_dir/checkpoint.pt``) on the validation split:
+    :func:`coco_evaluate`'s numbers plus ``val_images``. With ``cfg.detections`` the detections
+    scored are also written there (:func:`write_coco_results`; checked for writing first, an
+    existing file replaced only with ``cfg.overwrite``)."""
+    if cfg.detections:
+        check_writable(cfg.detections, overwrite=cfg.overwrite)
     ckpt = load_checkpoint(cfg.checkpoint or Path(cfg.out_dir) / "checkpoint.pt", kind="detr")
     model, _ = _build(cfg)
     model.load_state_dict(ckpt["model"])
     ds = _dataset(cfg, cfg.data.val_split)
     results, _ = _evaluate(model, ds, cfg.train.batch_size)
-    return {**coco_evaluate(ds.ann_file, results), "val_images": len(ds)}
+    metrics = {**coco_evaluate(ds.ann_file, results), "val_images": len(ds)}
+    if cfg.detections:
+        write_coco_results(cfg.detections, results, overwrite=cfg.overwrite)
+    return metrics
