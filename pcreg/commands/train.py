@@ -29,7 +29,12 @@ def add_parser(sub) -> None:
         "detr",
         run_detr,
         "train / evaluate the DETR detector (COCO format; synthetic shapes by default)",
-        "e.g. `pcreg detr train experiment=detr_shapes train.epochs=10`.",
+        "e.g. `pcreg detr train experiment=detr_shapes train.epochs=10`; "
+        "`pcreg detr evaluate out_dir=DIR detections=dets.json` also writes the validation "
+        "detections (`detr train`: its final evaluation's) as a COCO results file (a JSON "
+        "list of image_id, category_id, bbox [x, y, w, h] in pixels, score; the path is "
+        "relative to the working directory; an existing file is replaced only with "
+        "overwrite=true).",
         positional=("action", ["train", "evaluate"]),
     )
     add_hydra_subcommand(

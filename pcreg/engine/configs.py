@@ -56,6 +56,9 @@ class DetrExperimentConfig:
     out_dir: str = "outputs/detr"
     overwrite: bool = False
     checkpoint: str | None = None
+    # a COCO results file (JSON list of image_id, category_id, bbox [x, y, w, h] px, score)
+    # of the final validation detections: evaluate's, and train's last evaluation
+    detections: str | None = None
 
 
 @dataclasses.dataclass

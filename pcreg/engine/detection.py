@@ -6,7 +6,9 @@ pycocotools' ``COCOeval`` (the maintained reference implementation of COCO box A
 becomes a detection scored by its best real-class probability. Training writes ``checkpoint.pt``
 and ``metrics.json`` into ``out_dir`` and returns what ``training_curves.png`` and
 ``predictions.png`` show (the metrics' ``history`` and a :class:`DetectionSample`); ``pcreg detr
-train`` draws them there.
+train`` draws them there. With ``detections=FILE.json`` both also write the scored detections as
+a standard COCO results file (:func:`write_coco_results`), which pycocotools' ``COCO.loadRes``
+and ``COCOeval`` score to the same numbers.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ __all__ = [
     "evaluate_detr",
     "predictions_to_coco",
     "train_detr",
+    "write_coco_results",
 ]
 
 logger = logging.getLogger(__name__)
@@ -90,22 +93,34 @@ def _batches(ds: CocoDetection, order: list[int], batch_size: int):
         yield collate_images([ds[j] for j in order[i : i + batch_size]])
 
 
-def predictions_to_coco(outputs: dict, targets: list[dict], categories: list[int]) -> list[dict]:
-    """COCO result entries (``image_id, category_id, bbox [x, y, w, h] px, score``) from one
-    batch: every query of every image, labelled by its most likely real class."""
-    prob = outputs["pred_logits"].softmax(-1)[..., :-1]
+def predictions_to_coco(
+    outputs: dict[str, torch.Tensor], targets: list[dict], categories: list[int]
+) -> list[dict]:
+    """COCO result entries from one batch: every query of every image, in query order.
+
+    ``outputs``: ``pred_logits (B, Q, K + 1)`` (the last class is "no object") and
+    ``pred_boxes (B, Q, 4)``, normalised ``(cx, cy, w, h)`` relative to each image's own
+    (unpadded) size; ``targets[b]`` gives ``image_id`` and ``size (H, W)`` in pixels.
+    ``categories``: the K COCO category ids, in label order. Each entry is ``{"image_id",
+    "category_id", "bbox": [x, y, w, h], "score"}``: the most likely real class and its
+    probability, the box in pixels of the original image, clipped to it
+    (``0 <= x <= x + w <= W``, the same for y; the centre is always inside, so ``w, h > 0``).
+    """
+    prob = outputs["pred_logits"].detach().softmax(-1)[..., :-1]
     scores, labels = prob.max(-1)
+    scores_b, labels_b = scores.cpu().tolist(), labels.cpu().tolist()
     results = []
     for b, t in enumerate(targets):
         h, w = t["size"]
-        boxes = outputs["pred_boxes"][b].detach().cpu().double().numpy()
-        for q in range(boxes.shape[0]):
-            cx, cy, bw, bh = boxes[q]
-            results.append(
-                {"image_id": int(t["image_id"]), "category_id": categories[int(labels[b, q])],
-                 "bbox": [(cx - bw / 2) * w, (cy - bh / 2) * h, bw * w, bh * h],
-                 "score": float(scores[b, q])}
-            )  # fmt: skip
+        cx, cy, bw, bh = outputs["pred_boxes"][b].detach().cpu().double().numpy().T
+        x0, x1 = np.clip(cx - bw / 2, 0, 1) * w, np.clip(cx + bw / 2, 0, 1) * w
+        y0, y1 = np.clip(cy - bh / 2, 0, 1) * h, np.clip(cy + bh / 2, 0, 1) * h
+        boxes = np.stack([x0, y0, x1 - x0, y1 - y0], axis=1).tolist()
+        image_id = int(t["image_id"])
+        results += [
+            {"image_id": image_id, "category_id": categories[label], "bbox": box, "score": score}
+            for label, box, score in zip(labels_b[b], boxes, scores_b[b], strict=True)
+        ]
     return results
 
 
@@ -113,13 +128,15 @@ def coco_evaluate(
     ann_file: Path, results: list[dict], image_ids: list[int] | None = None
 ) -> dict[str, float]:
     """pycocotools COCOeval (bbox): the 12 standard numbers; ``mAP`` = AP@[.5:.95], ``AP50``.
-    ``image_ids`` restricts it to those images (quick checks on a subset during training)."""
+    ``image_ids`` restricts it to those images (quick checks on a subset during training).
+    ``results`` is left as given (pycocotools' ``loadRes`` adds keys to the entries it gets, so
+    it gets copies)."""
     from pycocotools.coco import COCO
     from pycocotools.cocoeval import COCOeval
 
     with contextlib.redirect_stdout(io.StringIO()):
         gt = COCO(str(ann_file))
-        dt = gt.loadRes(results) if results else COCO()
+        dt = gt.loadRes([dict(r) for r in results]) if results else COCO()
         ev = COCOeval(gt, dt, "bbox")
         if image_ids is not None:
             ev.params.imgIds = sorted(image_ids)
@@ -142,6 +159,23 @@ def _evaluate(model, ds: CocoDetection, batch_size: int, limit: int | None = Non
         if shown is None:
             shown = (images, valid, targets, {k: v for k, v in out.items() if k != "aux_outputs"})
     return results, shown
+
+
+def write_coco_results(path: str | Path, results: list[dict], *, overwrite: bool = False) -> Path:
+    """Write ``results`` (:func:`predictions_to_coco`'s entries: ``image_id``, ``category_id``,
+    ``bbox`` [x, y, w, h] in pixels, ``score`` in [0, 1]) to ``path`` as a COCO results file, a
+    JSON list, atomically. Floats are written at full precision (``repr``), so the file scores
+    to exactly the numbers of the entries in memory.
+
+    Raises:
+        OutputExistsError: ``path`` exists and ``overwrite`` is False.
+        UnwritableOutputError: see :func:`pcreg._fs.check_writable`.
+    """
+    keys = ("image_id", "category_id", "bbox", "score")
+    lines = [json.dumps({k: r[k] for k in keys}, allow_nan=False) for r in results]
+    with atomic_output(path, overwrite=overwrite) as tmp:
+        tmp.write_text("[\n" + ",\n".join(lines) + "\n]\n")  # one detection a line
+    return Path(path)
 
 
 def _write_json(path: Path, data: dict[str, Any], overwrite: bool) -> None:
@@ -167,6 +201,8 @@ def train_detr(cfg: DetrExperimentConfig) -> DetrTraining:
     out.mkdir(parents=True, exist_ok=True)
     for name in OUTPUTS:
         check_writable(out / name, overwrite=cfg.overwrite)
+    if cfg.detections:
+        check_writable(cfg.detections, overwrite=cfg.overwrite)
     t = cfg.train
     if t.num_threads > 0:
         torch.set_num_threads(t.num_threads)
@@ -230,6 +266,8 @@ def train_detr(cfg: DetrExperimentConfig) -> DetrTraining:
     train_time = time.perf_counter() - start
     results, shown = _evaluate(model, val_ds, t.batch_size)
     metrics = coco_evaluate(val_ds.ann_file, results)
+    if cfg.detections:
+        write_coco_results(cfg.detections, results, overwrite=cfg.overwrite)
     history["val_AP50"][-1], history["val_mAP"][-1] = metrics["AP50"], metrics["mAP"]
     metrics.update(
         train_time_s=train_time, steps=step, val_images=len(val_ds), train_images=len(train_ds),
@@ -249,10 +287,18 @@ def _names(ds: CocoDetection) -> list[str]:
 
 
 def evaluate_detr(cfg: DetrExperimentConfig) -> dict[str, Any]:
-    """COCOeval of ``checkpoint`` (default ``out_dir/checkpoint.pt``) on the validation split."""
+    """COCOeval of ``checkpoint`` (default ``out_dir/checkpoint.pt``) on the validation split:
+    :func:`coco_evaluate`'s numbers plus ``val_images``. With ``cfg.detections`` the detections
+    scored are also written there (:func:`write_coco_results`; checked for writing first, an
+    existing file replaced only with ``cfg.overwrite``)."""
+    if cfg.detections:
+        check_writable(cfg.detections, overwrite=cfg.overwrite)
     ckpt = load_checkpoint(cfg.checkpoint or Path(cfg.out_dir) / "checkpoint.pt", kind="detr")
     model, _ = _build(cfg)
     model.load_state_dict(ckpt["model"])
     ds = _dataset(cfg, cfg.data.val_split)
     results, _ = _evaluate(model, ds, cfg.train.batch_size)
-    return {**coco_evaluate(ds.ann_file, results), "val_images": len(ds)}
+    metrics = {**coco_evaluate(ds.ann_file, results), "val_images": len(ds)}
+    if cfg.detections:
+        write_coco_results(cfg.detections, results, overwrite=cfg.overwrite)
+    return metrics
