@@ -6,12 +6,26 @@ __all__ = ["add_hydra_subcommand"]
 
 
 def add_hydra_subcommand(
-    sub, name: str, func, help: str, example: str, positional: tuple[str, list[str]] | None = None
+    sub,
+    name: str,
+    func,
+    help: str,
+    example: str,
+    positional: tuple[str, list[str]] | None = None,
+    remainder: bool = False,
 ):
-    """A subcommand that takes Hydra ``key=value`` overrides (after an optional choice)."""
+    """A subcommand that takes Hydra ``key=value`` overrides (after an optional choice).
+    ``remainder``: everything after the choice is kept as given (options included), for an
+    action that parses its own arguments (``pcreg detr predict IMAGE --render PNG``)."""
+    import argparse
+
     cmd = sub.add_parser(name, help=help, description=f"Hydra overrides, {example}")
     if positional is not None:
         cmd.add_argument(positional[0], choices=positional[1])
-    cmd.add_argument("overrides", nargs="*", help="Hydra overrides key=value")
+    cmd.add_argument(
+        "overrides",
+        nargs=argparse.REMAINDER if remainder else "*",
+        help="Hydra overrides key=value",
+    )
     cmd.set_defaults(func=func)
     return cmd

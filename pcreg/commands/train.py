@@ -12,7 +12,7 @@ from pathlib import Path
 
 from pcreg.commands._hydra import add_hydra_subcommand
 
-__all__ = ["add_parser", "run_detr", "run_train", "run_vit"]
+__all__ = ["add_parser", "run_detr", "run_detr_predict", "run_train", "run_vit"]
 
 
 def add_parser(sub) -> None:
@@ -34,8 +34,11 @@ def add_parser(sub) -> None:
         "detections (`detr train`: its final evaluation's) as a COCO results file (a JSON "
         "list of image_id, category_id, bbox [x, y, w, h] in pixels, score; the path is "
         "relative to the working directory; an existing file is replaced only with "
-        "overwrite=true).",
-        positional=("action", ["train", "evaluate"]),
+        "overwrite=true). `pcreg detr predict IMAGE... [--render PNG] [--checkpoint PT] "
+        "[--threshold 0.5] [--json] [--force]` runs a trained DETR (default: the shipped "
+        "detr_shapes checkpoint) on image files.",
+        positional=("action", ["train", "evaluate", "predict"]),
+        remainder=True,
     )
     add_hydra_subcommand(
         sub,
@@ -90,6 +93,8 @@ def run_detr(args: argparse.Namespace) -> int:
     from pcreg.engine.configs import DetrExperimentConfig
     from pcreg.engine.detection import evaluate_detr, train_detr
 
+    if args.action == "predict":
+        return run_detr_predict(args.overrides)
     cfg = from_dict(DetrExperimentConfig, compose("detr", args.overrides))
     if args.action == "evaluate":
         _print_json(evaluate_detr(cfg))
@@ -142,4 +147,52 @@ def run_train(args: argparse.Namespace) -> int:
                 title="registration training",
             )
         sys.stdout.write(json.dumps(metrics) + "\n")
+    return 0
+
+
+def run_detr_predict(argv: list[str]) -> int:
+    """``pcreg detr predict IMAGE... [--render PNG] [--checkpoint PT] [--threshold T]
+    [--json] [--force]``: the detections of each image, one line per object (or one JSON
+    object per image), and optionally a picture of them."""
+    import argparse
+
+    from pcreg.commands._common import check_outputs
+    from pcreg.engine.detection_predict import Detector, load_detector
+    from pcreg.errors import InputError
+
+    parser = argparse.ArgumentParser(prog="pcreg detr predict")
+    parser.add_argument("images", nargs="+", type=Path)
+    parser.add_argument("--render", type=Path, metavar="PNG", help="picture of the detections")
+    parser.add_argument("--checkpoint", type=Path, default=None, help="default: the shipped one")
+    parser.add_argument("--threshold", type=float, default=0.5, help="lowest score shown")
+    parser.add_argument("--json", action="store_true", help="one JSON object per image")
+    parser.add_argument("--force", action="store_true", help="replace an existing --render")
+    opts = parser.parse_args(argv)
+    if not 0.0 <= opts.threshold <= 1.0:
+        raise InputError("--threshold", f"must be in [0, 1], got {opts.threshold}")
+    check_outputs([opts.render], opts.force)
+    images = [Detector.read(p) for p in opts.images]
+    detector = load_detector(opts.checkpoint)
+    found = detector(images, threshold=opts.threshold)
+    lines = []
+    for path, dets in zip(opts.images, found, strict=True):
+        if opts.json:
+            lines.append(
+                json.dumps({"image": str(path), "detections": [d.to_dict() for d in dets]})
+            )
+            continue
+        lines.append(f"{path}: {len(dets)} object(s)")
+        lines += [
+            f"  {d.label:<10} {d.score:.3f}  x {d.bbox[0]:.1f} y {d.bbox[1]:.1f} "
+            f"w {d.bbox[2]:.1f} h {d.bbox[3]:.1f} px"
+            for d in dets
+        ]
+    if opts.render is not None:
+        from pcreg.viz.detections import save_image_detections_png
+
+        save_image_detections_png(
+            opts.render, images, found, titles=[p.name for p in opts.images],
+            threshold=opts.threshold, overwrite=opts.force,
+        )  # fmt: skip
+    sys.stdout.write("\n".join(lines) + "\n")
     return 0

@@ -273,8 +273,9 @@ def train_detr(cfg: DetrExperimentConfig) -> DetrTraining:
         train_time_s=train_time, steps=step, val_images=len(val_ds), train_images=len(train_ds),
         threads=torch.get_num_threads(),
     )  # fmt: skip
+    categories = [[c, n] for c, n in zip(val_ds.categories, _names(val_ds), strict=True)]
     save_checkpoint(out / "checkpoint.pt", "detr", model.state_dict(), overwrite=cfg.overwrite,
-                    config=to_dict(cfg), metrics=metrics)  # fmt: skip
+                    config=to_dict(cfg), metrics=metrics, categories=categories)  # fmt: skip
     record = {**metrics, "history": history}
     _write_json(out / "metrics.json", record, cfg.overwrite)
     return DetrTraining(record, DetectionSample(*shown, names=_names(val_ds)))

@@ -11,7 +11,7 @@ from torch import Tensor
 
 from pcreg._fs import atomic_output
 
-__all__ = ["save_detections_png"]
+__all__ = ["save_detections_png", "save_image_detections_png"]
 
 _COLORS = ["#e6194b", "#3cb44b", "#4363d8", "#f58231", "#911eb4", "#42d4f4"]
 #: the ImageNet channel statistics the images are normalised with (those of
@@ -80,6 +80,55 @@ def save_detections_png(
                 ax.text((cx - bw / 2) * w, (cy - bh / 2) * h - 1, text, color=color, fontsize=6)
     fig.suptitle(f"ground truth (top) and DETR detections with score >= {threshold} (bottom)")
     fig.tight_layout()
+    with atomic_output(path, overwrite=overwrite) as tmp:
+        fig.savefig(tmp, dpi=110, format="png")
+    plt.close(fig)
+    return Path(path)
+
+
+def save_image_detections_png(
+    path: str | os.PathLike[str],
+    images: Sequence,
+    detections: Sequence[Sequence],
+    *,
+    titles: Sequence[str] | None = None,
+    threshold: float = 0.5,
+    overwrite: bool = False,
+) -> Path:
+    """Each image (``(H, W, 3)`` RGB in [0, 1]) with its detections (objects with ``label``,
+    ``score`` and ``bbox`` ``[x, y, w, h]`` in pixels, e.g.
+    :class:`pcreg.engine.detection_predict.Detection`) as boxes, one colour per category, and a
+    legend of the categories drawn."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib import patheffects
+    from matplotlib.patches import Patch, Rectangle
+
+    n = len(images)
+    cols = min(n, 4)
+    rows = -(-n // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 3.4 * rows + 0.6), squeeze=False)
+    colors: dict[str, str] = {}
+    for ax in axes.ravel():
+        ax.axis("off")
+    for i, (rgb, dets) in enumerate(zip(images, detections, strict=True)):
+        ax = axes[i // cols, i % cols]
+        ax.imshow(rgb)
+        ax.set_title((titles[i] if titles else f"image {i}") + f": {len(dets)} found", fontsize=8)
+        for d in dets:
+            color = colors.setdefault(d.label, _COLORS[len(colors) % len(_COLORS)])
+            x, y, w, h = d.bbox
+            rect = Rectangle((x - 0.5, y - 0.5), w, h, fill=False, ec=color, lw=1.5)
+            rect.set_path_effects([patheffects.withStroke(linewidth=3, foreground="white")])
+            ax.add_patch(rect)
+            ax.text(x, y - 1, f"{d.label} {d.score:.2f}", color=color, fontsize=7)
+    handles = [Patch(facecolor=c, edgecolor="0.3", label=name) for name, c in colors.items()]
+    if handles:
+        fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=8)
+    fig.suptitle(f"DETR detections with score >= {threshold}", fontsize=10)
+    fig.tight_layout(rect=(0, 0.06 if handles else 0, 1, 1))
     with atomic_output(path, overwrite=overwrite) as tmp:
         fig.savefig(tmp, dpi=110, format="png")
     plt.close(fig)

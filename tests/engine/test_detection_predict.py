@@ -1,0 +1,88 @@
+"""``pcreg detr predict``: a trained DETR on image files gives the same detections as the
+evaluation path, alone or in a batch, with category names from its checkpoint."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from pcreg.cli import main
+
+
+@pytest.fixture(scope="module")
+def tiny_detr(tmp_path_factory):
+    """A tiny DETR overfitted to 8 generated images (40 steps, ~8 s on 2 cores); returns its
+    checkpoint, the image directory and the training detections (COCO results file)."""
+    from pcreg._compose import compose
+    from pcreg.config import from_dict
+    from pcreg.engine.configs import DetrExperimentConfig
+    from pcreg.engine.detection import train_detr
+
+    root = tmp_path_factory.mktemp("detr_predict")
+    args = [
+        f"data.root={root / 'data'}", "data.val_split=train", f"out_dir={root / 'run'}",
+        "model.d_model=32", "model.ffn_dim=64", "model.backbone_widths=[8,16,32]",
+        "train.batch_size=8", "+data.generate={train_images: 8, val_images: 2, seed: 0}",
+        "train.epochs=40", "train.lr=2e-3", "train.lr_backbone=2e-3", "train.eval_every=0",
+        f"detections={root / 'dets.json'}",
+    ]  # fmt: skip
+    train_detr(from_dict(DetrExperimentConfig, compose("detr", args)))
+    return root / "run" / "checkpoint.pt", root / "data" / "train", root
+
+
+def test_predict_matches_the_evaluation_detections(tiny_detr, capsys):
+    ckpt, images, root = tiny_detr
+    coco = json.loads((root / "data/annotations/train.json").read_text())
+    files = {im["id"]: images / im["file_name"] for im in coco["images"]}
+    evaluated = json.loads((root / "dets.json").read_text())
+    assert main(["detr", "predict", *map(str, files.values()), "--checkpoint", str(ckpt),
+                 "--threshold", "0", "--json"]) == 0  # fmt: skip
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [r["image"] for r in rows] == [str(p) for p in files.values()]
+    names = {c["id"]: c["name"] for c in coco["categories"]}
+    for (image_id, _), row in zip(files.items(), rows, strict=True):
+        want = sorted(
+            (e for e in evaluated if e["image_id"] == image_id), key=lambda e: -e["score"]
+        )
+        got = row["detections"]
+        assert len(got) == len(want) > 0  # threshold 0: every query
+        for g, w in zip(got, want, strict=True):
+            assert g["category_id"] == w["category_id"] and g["label"] == names[w["category_id"]]
+            assert g["score"] == pytest.approx(w["score"], abs=1e-5)
+            assert np.allclose(g["bbox"], w["bbox"], atol=1e-3)
+
+
+def test_predict_one_image_alone_equals_it_in_a_batch(tiny_detr):
+    from pcreg.engine.detection_predict import Detector, load_detector
+
+    ckpt, images, _ = tiny_detr
+    paths = sorted(images.glob("*.png"))[:5]
+    rgb = [Detector.read(p) for p in paths]
+    assert len({im.shape for im in rgb}) > 1  # sizes differ: the batch is padded
+    detector = load_detector(ckpt)
+    batch = detector(rgb, threshold=0.0)
+    for i, im in enumerate(rgb):
+        alone = detector([im], threshold=0.0)[0]
+        assert [d.category_id for d in alone] == [d.category_id for d in batch[i]]
+        assert np.allclose([d.score for d in alone], [d.score for d in batch[i]], atol=1e-5)
+        assert np.allclose([d.bbox for d in alone], [d.bbox for d in batch[i]], atol=1e-3)
+
+
+def test_predict_renders_and_refuses_bad_input(tiny_detr, tmp_path, capsys):
+    ckpt, images, _ = tiny_detr
+    image = sorted(images.glob("*.png"))[0]
+    out = tmp_path / "dets.png"
+    args = ["detr", "predict", str(image), "--checkpoint", str(ckpt), "--render", str(out)]
+    assert main(args) == 0
+    assert out.stat().st_size > 5000
+    assert f"{image}: " in capsys.readouterr().out
+    assert main(args) == 2  # exists: not replaced without --force
+    assert "already exists" in capsys.readouterr().err
+    bad = tmp_path / "bad.png"
+    bad.write_bytes(b"not an image")
+    assert main(["detr", "predict", str(bad), "--checkpoint", str(ckpt)]) == 2
+    err = capsys.readouterr().err
+    assert str(bad) in err and len(err.strip().splitlines()) == 1
+    assert main(["detr", "predict", str(image), "--checkpoint", str(tmp_path / "none.pt")]) == 2
