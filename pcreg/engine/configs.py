@@ -56,6 +56,8 @@ class DetrExperimentConfig:
     out_dir: str = "outputs/detr"
     overwrite: bool = False
     checkpoint: str | None = None
+    # train: the weights to start from (a DETR checkpoint, or "shipped"); None: random
+    init: str | None = None
     # a COCO results file (JSON list of image_id, category_id, bbox [x, y, w, h] px, score)
     # of the final validation detections: evaluate's, and train's last evaluation
     detections: str | None = None

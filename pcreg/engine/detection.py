@@ -36,6 +36,7 @@ from pcreg.models.detr import HungarianMatcher, SetCriterion, build_detr
 
 __all__ = [
     "OUTPUTS",
+    "SHIPPED_DETR",
     "DetectionSample",
     "DetrTraining",
     "coco_evaluate",
@@ -46,6 +47,10 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+#: the DETR checkpoint trained on the generated shapes that ships with pcreg (model card:
+#: ``detr_shapes.md`` beside it)
+SHIPPED_DETR = Path(__file__).resolve().parents[1] / "weights" / "detr_shapes.pt"
 
 #: What a training run leaves in ``out_dir``; all are checked before training starts.
 OUTPUTS = ("checkpoint.pt", "metrics.json", "training_curves.png", "predictions.png")
@@ -218,6 +223,8 @@ def train_detr(cfg: DetrExperimentConfig) -> DetrTraining:
         )
     torch.manual_seed(t.seed)
     model, criterion = _build(cfg)
+    if cfg.init:
+        _load_init(model, cfg.init)
     backbone = [p for n, p in model.named_parameters() if n.startswith("backbone.")]
     rest = [p for n, p in model.named_parameters() if not n.startswith("backbone.")]
     opt = torch.optim.AdamW(
@@ -268,7 +275,8 @@ def train_detr(cfg: DetrExperimentConfig) -> DetrTraining:
     metrics = coco_evaluate(val_ds.ann_file, results)
     if cfg.detections:
         write_coco_results(cfg.detections, results, overwrite=cfg.overwrite)
-    history["val_AP50"][-1], history["val_mAP"][-1] = metrics["AP50"], metrics["mAP"]
+    if history["epoch"]:  # the last epoch's point is the full validation set's
+        history["val_AP50"][-1], history["val_mAP"][-1] = metrics["AP50"], metrics["mAP"]
     metrics.update(
         train_time_s=train_time, steps=step, val_images=len(val_ds), train_images=len(train_ds),
         threads=torch.get_num_threads(),
@@ -279,6 +287,23 @@ def train_detr(cfg: DetrExperimentConfig) -> DetrTraining:
     record = {**metrics, "history": history}
     _write_json(out / "metrics.json", record, cfg.overwrite)
     return DetrTraining(record, DetectionSample(*shown, names=_names(val_ds)))
+
+
+def _load_init(model: torch.nn.Module, init: str) -> None:
+    """Start from the weights of a DETR checkpoint (``"shipped"``: the one in pcreg/weights).
+
+    Raises:
+        ConfigError: its weights do not fit this configuration's model."""
+    from pcreg.config import ConfigError
+
+    path = SHIPPED_DETR if init == "shipped" else Path(init)
+    state = load_checkpoint(path, kind="detr")["model"]
+    try:
+        model.load_state_dict(state)
+    except RuntimeError as err:
+        first = str(err).strip().splitlines()[0]
+        raise ConfigError("init", f"{path}: its weights do not fit model.* ({first})") from None
+    logger.info("starting from the weights of %s", path)
 
 
 def _names(ds: CocoDetection) -> list[str]:

@@ -17,13 +17,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from pcreg.engine.detection import SHIPPED_DETR, predictions_to_coco
 from pcreg.errors import CorruptFileError, MissingFileError
 
 __all__ = ["SHIPPED_DETR", "Detection", "Detector", "load_detector"]
-
-#: the DETR checkpoint trained on the generated shapes that ships with pcreg (model card:
-#: ``detr_shapes.md`` beside it)
-SHIPPED_DETR = Path(__file__).resolve().parents[1] / "weights" / "detr_shapes.pt"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,7 +79,6 @@ class Detector:
         """Detections scoring at least ``threshold`` per image (``(H, W, 3)`` RGB in [0, 1]),
         best first."""
         from pcreg.data.vision.coco import MEAN, STD, collate_images
-        from pcreg.engine.detection import predictions_to_coco
 
         names = dict(self.categories)
         ids = [c for c, _ in self.categories]

@@ -86,3 +86,29 @@ def test_predict_renders_and_refuses_bad_input(tiny_detr, tmp_path, capsys):
     err = capsys.readouterr().err
     assert str(bad) in err and len(err.strip().splitlines()) == 1
     assert main(["detr", "predict", str(image), "--checkpoint", str(tmp_path / "none.pt")]) == 2
+
+
+def test_training_can_start_from_a_checkpoint(tiny_detr, tmp_path):
+    import torch
+
+    from pcreg._compose import compose
+    from pcreg.config import ConfigError, from_dict
+    from pcreg.engine.configs import DetrExperimentConfig
+    from pcreg.engine.detection import train_detr
+
+    ckpt, _, root = tiny_detr
+    args = [
+        f"data.root={root / 'data'}", "data.val_split=train", f"out_dir={tmp_path / 'run'}",
+        "model.d_model=32", "model.ffn_dim=64", "model.backbone_widths=[8,16,32]",
+        "train.batch_size=8", "train.epochs=0", f"init={ckpt}",
+    ]  # fmt: skip
+    train_detr(from_dict(DetrExperimentConfig, compose("detr", args)))
+    before = torch.load(ckpt, weights_only=True)["model"]
+    after = torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=True)["model"]
+    assert before.keys() == after.keys()
+    assert all(torch.equal(before[k], after[k]) for k in before)  # no step: the same weights
+    wrong = [a for a in args if not a.startswith(("model.d_model", "out_dir"))]
+    with pytest.raises(ConfigError, match="do not fit"):
+        train_detr(
+            from_dict(DetrExperimentConfig, compose("detr", [*wrong, f"out_dir={tmp_path / 'w'}"]))
+        )
