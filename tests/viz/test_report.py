@@ -51,7 +51,6 @@ def test_report_thins_large_clouds_and_stays_small(rng, tmp_path):
         write_report(tmp_path / "r.html", big[:10], big[:10], np.eye(4))
 
 
-@pytest.mark.slow
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed")
 def test_report_draws_in_headless_chromium_offline(rng, tmp_path):
     playwright = pytest.importorskip("playwright.sync_api")
