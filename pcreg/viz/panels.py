@@ -125,10 +125,18 @@ def correspondence_panel(
         f"{len(keep)} of {total} correspondences: {share} within {format_length(radius)} "
         f"under {under} (green)"
     )
+    shown = _moved(src, transform) + offset
+    view = view_for(np.vstack([shown, ref]))
+    starts, ends = _moved(src_c, transform) + offset, ref_c
+    if view.overhead:  # seen from above, the lines pass under the clouds: the scans stay
+        # readable and the lines show between their points (a street's lines cover its road)
+        depth = float(np.ptp(np.vstack([shown, ref]) @ view.front)) + 1.0
+        starts, ends = starts - depth * view.front, ends - depth * view.front
     image = render_clouds(
-        [(_moved(src, transform) + offset, SOURCE_COLOR), (ref, REFERENCE_COLOR)],
-        lines=(_moved(src_c, transform) + offset, ref_c),
+        [(shown, SOURCE_COLOR), (ref, REFERENCE_COLOR)],
+        lines=(starts, ends),
         line_color=colors,
+        view=view,
         crop=True,
     )
     return caption, image
@@ -161,10 +169,15 @@ def panels_figure(
         ax.axis("off")
     if title:
         fig.suptitle(title)
+    bottom = 0.0
     if legend:
         handles = [Patch(facecolor=c, edgecolor="0.3", label=label) for label, c in legend]
-        fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 4), fontsize=9)
-    fig.tight_layout(rect=(0, 0.07 if legend else 0, 1, 1))
+        # a narrow figure (one panel) puts the entries on two rows so that none is cut off
+        ncol = min(len(handles), 4 if fig.get_figwidth() >= 11 else 2)
+        fig.legend(handles=handles, loc="lower center", ncol=ncol, fontsize=9)
+        bottom = 0.05 * -(-len(handles) // ncol) + 0.02
+    top = 1.0 - (0.06 * (title.count("\n") + 1) if title else 0.0)
+    fig.tight_layout(rect=(0, bottom, 1, top))
     return fig
 
 
