@@ -150,6 +150,10 @@ def run_train(args: argparse.Namespace) -> int:
     return 0
 
 
+#: images drawn by ``pcreg detr predict --render`` (all are predicted)
+MAX_RENDERED = 16
+
+
 def run_detr_predict(argv: list[str]) -> int:
     """``pcreg detr predict IMAGE... [--render PNG] [--checkpoint PT] [--threshold T]
     [--json] [--force]``: the detections of each image, one line per object (or one JSON
@@ -158,11 +162,14 @@ def run_detr_predict(argv: list[str]) -> int:
 
     from pcreg.commands._common import check_outputs
     from pcreg.engine.detection_predict import Detector, load_detector
-    from pcreg.errors import InputError
+    from pcreg.errors import InputError, MissingFileError
 
     parser = argparse.ArgumentParser(prog="pcreg detr predict")
     parser.add_argument("images", nargs="+", type=Path)
-    parser.add_argument("--render", type=Path, metavar="PNG", help="picture of the detections")
+    parser.add_argument(
+        "--render", type=Path, metavar="PNG",
+        help=f"picture of the detections (the first {MAX_RENDERED} images)",
+    )  # fmt: skip
     parser.add_argument("--checkpoint", type=Path, default=None, help="default: the shipped one")
     parser.add_argument("--threshold", type=float, default=0.5, help="lowest score shown")
     parser.add_argument("--json", action="store_true", help="one JSON object per image")
@@ -171,27 +178,36 @@ def run_detr_predict(argv: list[str]) -> int:
     if not 0.0 <= opts.threshold <= 1.0:
         raise InputError("--threshold", f"must be in [0, 1], got {opts.threshold}")
     check_outputs([opts.render], opts.force)
-    images = [Detector.read(p) for p in opts.images]
+    for path in opts.images:  # every path checked before the model loads
+        if not path.is_file():
+            raise MissingFileError(path, "image not found")
     detector = load_detector(opts.checkpoint)
-    found = detector(images, threshold=opts.threshold)
-    lines = []
-    for path, dets in zip(opts.images, found, strict=True):
-        if opts.json:
-            lines.append(
-                json.dumps({"image": str(path), "detections": [d.to_dict() for d in dets]})
-            )
-            continue
-        lines.append(f"{path}: {len(dets)} object(s)")
-        lines += [
-            f"  {d.label:<10} {d.score:.3f}  x {d.bbox[0]:.1f} y {d.bbox[1]:.1f} "
-            f"w {d.bbox[2]:.1f} h {d.bbox[3]:.1f} px"
-            for d in dets
-        ]
+    lines, shown, found_shown = [], [], []
+    step = detector.batch_size
+    for first in range(0, len(opts.images), step):  # a batch of images in memory at a time
+        paths = opts.images[first : first + step]
+        images = [Detector.read(p) for p in paths]
+        found = detector(images, threshold=opts.threshold)
+        if len(shown) < MAX_RENDERED:
+            keep = MAX_RENDERED - len(shown)
+            shown += images[:keep]
+            found_shown += found[:keep]
+        for path, dets in zip(paths, found, strict=True):
+            if opts.json:
+                row = {"image": str(path), "detections": [d.to_dict() for d in dets]}
+                lines.append(json.dumps(row))
+                continue
+            lines.append(f"{path}: {len(dets)} object(s)")
+            lines += [
+                f"  {d.label:<10} {d.score:.3f}  x {d.bbox[0]:.1f} y {d.bbox[1]:.1f} "
+                f"w {d.bbox[2]:.1f} h {d.bbox[3]:.1f} px"
+                for d in dets
+            ]
     if opts.render is not None:
         from pcreg.viz.detections import save_image_detections_png
 
         save_image_detections_png(
-            opts.render, images, found, titles=[p.name for p in opts.images],
+            opts.render, shown, found_shown, titles=[p.name for p in opts.images[: len(shown)]],
             threshold=opts.threshold, overwrite=opts.force,
         )  # fmt: skip
     sys.stdout.write("\n".join(lines) + "\n")

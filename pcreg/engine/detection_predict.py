@@ -20,7 +20,10 @@ import torch
 from pcreg.engine.detection import SHIPPED_DETR, predictions_to_coco
 from pcreg.errors import CorruptFileError, MissingFileError
 
-__all__ = ["SHIPPED_DETR", "Detection", "Detector", "load_detector"]
+__all__ = ["MAX_PIXELS", "SHIPPED_DETR", "Detection", "Detector", "load_detector"]
+
+#: larger images are refused: a 4096 x 4096 image already takes ~3 GB through the backbone
+MAX_PIXELS = 4096 * 4096
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,8 +68,13 @@ class Detector:
             raise MissingFileError(path, "image not found")
         try:
             with Image.open(path) as im:
+                if im.width * im.height > MAX_PIXELS:  # read from the header, before decoding
+                    raise CorruptFileError(
+                        path, f"image too large ({im.width} x {im.height} px; at most "
+                        f"{MAX_PIXELS:,} pixels: the model works on images of about 80 px)",
+                    )  # fmt: skip
                 rgb = np.asarray(im.convert("RGB"), dtype=np.float32) / 255.0
-        except (UnidentifiedImageError, OSError) as err:
+        except (UnidentifiedImageError, OSError, Image.DecompressionBombError) as err:
             raise CorruptFileError(path, f"cannot read the image ({err})") from None
         if rgb.shape[0] < 8 or rgb.shape[1] < 8:
             raise CorruptFileError(path, f"image too small ({rgb.shape[1]} x {rgb.shape[0]} px)")

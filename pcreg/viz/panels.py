@@ -11,7 +11,14 @@ from pathlib import Path
 import numpy as np
 
 from pcreg._fs import atomic_output
-from pcreg.viz.render import principal_view, render_clouds, view_for
+from pcreg.viz.render import (
+    MAX_DRAWN_POINTS,
+    principal_view,
+    render_clouds,
+    thin_for_display,
+    transform_points,
+    view_for,
+)
 from pcreg.viz.style import (
     FAR_COLOR,
     INLIER_COLOR,
@@ -51,23 +58,19 @@ def correspondence_legend(radius: float, truth: bool) -> Legend:
     ]
 
 
-def _moved(points: np.ndarray, transform: np.ndarray) -> np.ndarray:
-    t = np.asarray(transform, np.float64)
-    return np.asarray(points, np.float64) @ t[:3, :3].T + t[:3, 3]
-
-
 def alignment_panels(
     src_points: np.ndarray, ref_points: np.ndarray, transform: np.ndarray | None
 ) -> list[tuple[str, np.ndarray]]:
     """Before (as given) and after (source moved by ``transform``) renders, source orange and
     reference blue, from one camera; with ``transform=None`` only the "as given" panel."""
-    src = np.asarray(src_points, np.float64)
-    ref = np.asarray(ref_points, np.float64)
+    # thinned once here, not once per panel (each render would thin them again)
+    src = thin_for_display(np.asarray(src_points, np.float64), MAX_DRAWN_POINTS // 2)
+    ref = thin_for_display(np.asarray(ref_points, np.float64), MAX_DRAWN_POINTS // 2)
     if transform is None:
         return [
             ("as given", render_clouds([(src, SOURCE_COLOR), (ref, REFERENCE_COLOR)], crop=True))
         ]
-    moved = _moved(src, transform)
+    moved = transform_points(src, transform)
     view = view_for(np.vstack([moved, ref]))  # the after panel's camera, used for both
     return [
         (
@@ -115,7 +118,7 @@ def correspondence_panel(
     keep = np.linspace(0, total - 1, min(max_lines, total)).astype(int) if total else []
     src_c, ref_c = src_c[keep], ref_c[keep]
     judge = np.asarray(gt if gt is not None else transform, np.float64)
-    good = np.linalg.norm(_moved(src_c, judge) - ref_c, axis=1) < radius
+    good = np.linalg.norm(transform_points(src_c, judge) - ref_c, axis=1) < radius
     order = np.argsort(good, kind="stable")  # the pale outliers first, the inliers on top
     src_c, ref_c, good = src_c[order], ref_c[order], good[order]
     colors = np.where(good[:, None], INLIER_COLOR, FAR_COLOR)
@@ -125,9 +128,9 @@ def correspondence_panel(
         f"{len(keep)} of {total} correspondences: {share} within {format_length(radius)} "
         f"under {under} (green)"
     )
-    shown = _moved(src, transform) + offset
+    shown = transform_points(src, transform) + offset
     view = view_for(np.vstack([shown, ref]))
-    starts, ends = _moved(src_c, transform) + offset, ref_c
+    starts, ends = transform_points(src_c, transform) + offset, ref_c
     if view.overhead:  # seen from above, the lines pass under the clouds: the scans stay
         # readable and the lines show between their points (a street's lines cover its road)
         depth = float(np.ptp(np.vstack([shown, ref]) @ view.front)) + 1.0

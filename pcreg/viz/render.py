@@ -22,11 +22,18 @@ __all__ = [
     "principal_view",
     "render_clouds",
     "thin_for_display",
+    "transform_points",
     "view_for",
 ]
 
 #: clouds are thinned to about this many points before they are drawn (all clouds together)
 MAX_DRAWN_POINTS = 150_000
+
+
+def transform_points(points: np.ndarray, transform: np.ndarray) -> np.ndarray:
+    """``points (N, 3)`` moved by ``transform (4, 4)`` (``R p + t``), float64."""
+    t = np.asarray(transform, np.float64)
+    return np.asarray(points, np.float64) @ t[:3, :3].T + t[:3, 3]
 
 
 def principal_view(points: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from pcreg._fs import atomic_output
-from pcreg.viz.render import thin_for_display
+from pcreg.viz.render import thin_for_display, transform_points
 from pcreg.viz.style import (
     FAR_COLOR,
     INLIER_COLOR,
@@ -38,11 +38,6 @@ __all__ = ["report_html", "result_facts", "write_report"]
 
 #: points drawn per cloud in the report (a 3DMatch pair then opens in about a second)
 REPORT_POINTS = 40_000
-
-
-def _moved(points: np.ndarray, transform: np.ndarray) -> np.ndarray:
-    t = np.asarray(transform, np.float64)
-    return np.asarray(points, np.float64) @ t[:3, :3].T + t[:3, 3]
 
 
 def _cloud_trace(points: np.ndarray, name: str, color: tuple[float, float, float], size: float):
@@ -112,7 +107,9 @@ def report_html(
     agree_text = ""
     if transform is not None:
         traces.append(
-            _cloud_trace(_moved(src_d, transform), src_label + " (moved)", SOURCE_COLOR, size)
+            _cloud_trace(
+                transform_points(src_d, transform), src_label + " (moved)", SOURCE_COLOR, size
+            )
         )
         before.append(False)
         after.append(True)
@@ -123,13 +120,13 @@ def report_html(
             )
             sc, rc = sc[keep], rc[keep]
             judge = gt if gt is not None else transform
-            good = np.linalg.norm(_moved(sc, judge) - rc, axis=1) < radius
+            good = np.linalg.norm(transform_points(sc, judge) - rc, axis=1) < radius
             under = "the truth" if gt is not None else "the estimate"
             agree_text = (
                 f"{int(good.sum())} of {len(good)} drawn correspondences within "
                 f"{format_length(radius)} under {under}"
             )
-            moved_c = _moved(sc, transform)
+            moved_c = transform_points(sc, transform)
             traces.append(
                 _line_trace(moved_c[~good], rc[~good], "correspondence, farther", FAR_COLOR, 1.5)
             )

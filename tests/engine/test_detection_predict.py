@@ -86,6 +86,14 @@ def test_predict_renders_and_refuses_bad_input(tiny_detr, tmp_path, capsys):
     err = capsys.readouterr().err
     assert str(bad) in err and len(err.strip().splitlines()) == 1
     assert main(["detr", "predict", str(image), "--checkpoint", str(tmp_path / "none.pt")]) == 2
+    assert "checkpoint not found" in capsys.readouterr().err
+    from PIL import Image
+
+    huge = tmp_path / "huge.png"
+    Image.new("1", (5000, 4000)).save(huge)  # 20 M pixels: refused from its header
+    assert main(["detr", "predict", str(huge), "--checkpoint", str(ckpt)]) == 2
+    err = capsys.readouterr().err
+    assert "image too large (5000 x 4000 px" in err and len(err.strip().splitlines()) == 1
 
 
 def test_training_can_start_from_a_checkpoint(tiny_detr, tmp_path):
