@@ -198,6 +198,7 @@ class DetectionTrainConfig:
     num_threads: int = 0
     eval_every: int = 5
     eval_limit: int | None = 100
+    device: str = "auto"  # auto (cuda when torch sees one, else cpu) | cpu | cuda | cuda:N
 
 
 # --------------------------------------------------------------------------- evaluate

@@ -93,9 +93,36 @@ def _dataset(cfg: DetrExperimentConfig, split: str) -> CocoDetection:
     return CocoDetection(root / split, ann)
 
 
-def _batches(ds: CocoDetection, order: list[int], batch_size: int):
+def _batches(
+    ds: CocoDetection, order: list[int], batch_size: int, device: torch.device | None = None
+):
+    """Collated batches of ``ds[order]``; images, masks and the targets' ``boxes`` / ``labels``
+    moved to ``device`` (default: left on the CPU)."""
     for i in range(0, len(order), batch_size):
-        yield collate_images([ds[j] for j in order[i : i + batch_size]])
+        images, valid, targets = collate_images([ds[j] for j in order[i : i + batch_size]])
+        if device is not None and device.type != "cpu":
+            images, valid = images.to(device, non_blocking=True), valid.to(device)
+            targets = [
+                {**t, "boxes": t["boxes"].to(device), "labels": t["labels"].to(device)}
+                for t in targets
+            ]
+        yield images, valid, targets
+
+
+def _train_device(name: str) -> torch.device:
+    """``train.device``: ``auto`` is CUDA when this torch sees a GPU, else the CPU; an explicit
+    device this build cannot use is refused (:func:`pcreg.registration.checks.check_device`)."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    from pcreg.config import ConfigError
+    from pcreg.errors import InputError
+    from pcreg.registration.checks import check_device
+
+    try:
+        check_device(name)
+    except InputError as err:
+        raise ConfigError("train.device", err.problem) from None
+    return torch.device(name)
 
 
 def predictions_to_coco(
@@ -155,14 +182,19 @@ def coco_evaluate(
 
 @torch.no_grad()
 def _evaluate(model, ds: CocoDetection, batch_size: int, limit: int | None = None):
+    """Detections of ``ds[:limit]`` on the model's device; the first batch (on the CPU) is
+    returned for drawing."""
     model.eval()
+    device = next(model.parameters()).device
     order = list(range(len(ds) if limit is None else min(limit, len(ds))))
     results, shown = [], None
-    for images, valid, targets in _batches(ds, order, batch_size):
+    for images, valid, targets in _batches(ds, order, batch_size, device):
         out = model(images, valid)
         results += predictions_to_coco(out, targets, ds.categories)
         if shown is None:
-            shown = (images, valid, targets, {k: v for k, v in out.items() if k != "aux_outputs"})
+            cpu = [{**t, "boxes": t["boxes"].cpu(), "labels": t["labels"].cpu()} for t in targets]
+            outputs = {k: v.cpu() for k, v in out.items() if k != "aux_outputs"}
+            shown = (images.cpu(), valid.cpu(), cpu, outputs)
     return results, shown
 
 
@@ -209,6 +241,7 @@ def train_detr(cfg: DetrExperimentConfig) -> DetrTraining:
     if cfg.detections:
         check_writable(cfg.detections, overwrite=cfg.overwrite)
     t = cfg.train
+    device = _train_device(t.device)
     if t.num_threads > 0:
         torch.set_num_threads(t.num_threads)
     train_ds = _dataset(cfg, cfg.data.train_split)
@@ -225,6 +258,8 @@ def train_detr(cfg: DetrExperimentConfig) -> DetrTraining:
     model, criterion = _build(cfg)
     if cfg.init:
         _load_init(model, cfg.init)
+    model.to(device)
+    criterion.to(device)
     backbone = [p for n, p in model.named_parameters() if n.startswith("backbone.")]
     rest = [p for n, p in model.named_parameters() if not n.startswith("backbone.")]
     opt = torch.optim.AdamW(
@@ -242,7 +277,7 @@ def train_detr(cfg: DetrExperimentConfig) -> DetrTraining:
         model.train()
         losses = []
         for images, valid, targets in _batches(
-            train_ds, rng.permutation(len(train_ds)).tolist(), t.batch_size
+            train_ds, rng.permutation(len(train_ds)).tolist(), t.batch_size, device
         ):
             if step == drop_at:  # DETR's single step decay
                 for g in opt.param_groups:
@@ -279,10 +314,11 @@ def train_detr(cfg: DetrExperimentConfig) -> DetrTraining:
         history["val_AP50"][-1], history["val_mAP"][-1] = metrics["AP50"], metrics["mAP"]
     metrics.update(
         train_time_s=train_time, steps=step, val_images=len(val_ds), train_images=len(train_ds),
-        threads=torch.get_num_threads(),
+        threads=torch.get_num_threads(), device=str(device),
     )  # fmt: skip
     categories = [[c, n] for c, n in zip(val_ds.categories, _names(val_ds), strict=True)]
-    save_checkpoint(out / "checkpoint.pt", "detr", model.state_dict(), overwrite=cfg.overwrite,
+    state = {k: v.cpu() for k, v in model.state_dict().items()}  # loads anywhere
+    save_checkpoint(out / "checkpoint.pt", "detr", state, overwrite=cfg.overwrite,
                     config=to_dict(cfg), metrics=metrics, categories=categories)  # fmt: skip
     record = {**metrics, "history": history}
     _write_json(out / "metrics.json", record, cfg.overwrite)
@@ -322,6 +358,7 @@ def evaluate_detr(cfg: DetrExperimentConfig) -> dict[str, Any]:
     ckpt = load_checkpoint(cfg.checkpoint or Path(cfg.out_dir) / "checkpoint.pt", kind="detr")
     model, _ = _build(cfg)
     model.load_state_dict(ckpt["model"])
+    model.to(_train_device(cfg.train.device))
     ds = _dataset(cfg, cfg.data.val_split)
     results, _ = _evaluate(model, ds, cfg.train.batch_size)
     metrics = {**coco_evaluate(ds.ann_file, results), "val_images": len(ds)}

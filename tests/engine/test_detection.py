@@ -264,3 +264,23 @@ def test_detr_evaluate_detections_do_not_depend_on_the_batch(overfit_detr, tmp_p
         )
     # the detections differ from image to image, so the equalities are not vacuous
     assert np.ptp([d["score"] for d in alone]) > 1e-3
+
+
+def test_detr_train_device_auto_is_the_cpu_here_and_an_unusable_device_is_refused(tmp_path):
+    """``train.device``: ``auto`` picks CUDA only when torch sees a GPU; ``cuda`` on a CPU-only
+    build, or a made-up device, is a ConfigError naming the key before any data is written."""
+    from pcreg.config import ConfigError
+    from pcreg.engine.detection import _train_device
+
+    assert _train_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")
+    assert _train_device("cpu") == torch.device("cpu")
+    with pytest.raises(ConfigError, match=r"^train\.device: unknown device 'tpu'"):
+        _train_device("tpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(ConfigError, match="CUDA is not available"):
+            _train_device("cuda")
+        args = ["detr", "train", f"data.root={tmp_path / 'data'}", "train.device=cuda",
+                "+data.generate={train_images: 4, val_images: 2, seed: 0}",
+                f"out_dir={tmp_path / 'run'}"]  # fmt: skip
+        assert main(args) == 2
+        assert not (tmp_path / "data").exists()
