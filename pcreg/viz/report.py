@@ -7,16 +7,20 @@ correspondences are drawn coloured by whether the estimate (or the truth, with `
 them within the inlier radius, and a table gives the transform, the errors against the truth,
 the method and hypothesis that won, the verdict and the timings.
 
-Size: plotly's script is ~4.7 MB; the clouds are thinned on a grid to ``max_points`` each
-(:func:`pcreg.viz.render.thin_for_display`) and written as float32, so a 3DMatch or KITTI pair
-stays under ~6 MB.
+Size: the script is plotly.js's "gl3d" partial bundle (1.75 MB, vendored in
+``pcreg/viz/vendor``: the 3-D traces and plotly's core, all the page uses) when its version is
+the installed plotly's, else plotly's full bundle (4.8 MB); the clouds are thinned on a grid to
+``max_points`` each (:func:`pcreg.viz.render.thin_for_display`) and written as float32, so a
+3DMatch or KITTI pair stays under ~4 MB.
 """
 
 from __future__ import annotations
 
 import html
 import json
+import logging
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -34,7 +38,12 @@ from pcreg.viz.style import (
     hex_color,
 )
 
-__all__ = ["report_html", "result_facts", "write_report"]
+__all__ = ["plotly_script", "report_html", "result_facts", "write_report"]
+
+logger = logging.getLogger(__name__)
+
+#: plotly.js's gl3d partial bundle (npm ``plotly.js-gl3d-dist-min``, MIT; vendor/README.md)
+GL3D_BUNDLE = Path(__file__).resolve().parent / "vendor" / "plotly-gl3d.min.js"
 
 #: points drawn per cloud in the report (a 3DMatch pair then opens in about a second)
 REPORT_POINTS = 40_000
@@ -166,7 +175,7 @@ def report_html(
         updatemenus=menus, margin={"l": 0, "r": 0, "t": 70, "b": 0}, height=720,
         paper_bgcolor="white",
     )  # fmt: skip
-    plot = pio.to_html(fig, full_html=False, include_plotlyjs=True, config={"displaylogo": False})
+    plot = pio.to_html(fig, full_html=False, include_plotlyjs=False, config={"displaylogo": False})
     rows = dict(facts or {})
     if transform is not None:
         rows["T_ref_src"] = "\n".join(
@@ -181,7 +190,27 @@ def report_html(
         f"<tr><th>{html.escape(str(k))}</th><td><pre>{html.escape(_text(v))}</pre></td></tr>"
         for k, v in rows.items()
     )
-    return _PAGE.format(title=html.escape(title or "pcreg"), plot=plot, table=table)
+    script = f'<script type="text/javascript">{plotly_script()}</script>'
+    return _PAGE.format(title=html.escape(title or "pcreg"), plot=script + plot, table=table)
+
+
+def plotly_script() -> str:
+    """The plotly.js source the page inlines: the vendored gl3d partial bundle when its version
+    is the installed plotly's plotly.js version (the figure's JSON is written for that
+    release), else plotly's full bundle (``plotly.offline.get_plotlyjs()``)."""
+    import plotly.offline
+
+    want = plotly.offline.get_plotlyjs_version()
+    try:
+        text = GL3D_BUNDLE.read_text(encoding="utf-8")
+    except OSError:
+        text = ""
+    found = re.search(r"plotly\.js \(gl3d - minified\) v(\S+)", text[:400])
+    if found and found.group(1) == want:
+        return text
+    logger.debug("the vendored plotly.js gl3d bundle is not plotly.js %s: inlining the full "
+                 "bundle", want)  # fmt: skip
+    return plotly.offline.get_plotlyjs()
 
 
 def _text(value: Any) -> str:

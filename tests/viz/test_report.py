@@ -30,7 +30,8 @@ def test_report_is_self_contained_and_says_what_it_shows(rng):
         facts={"method": "geotransformer"}, title="a.ply -> b.ply",
     )  # fmt: skip
     assert not re.search(r"<script[^>]+src=", page)  # nothing fetched: plotly is inline
-    assert "plotly.js v" in page and len(page) > 3e6  # the library itself, inline
+    assert "plotly.js (gl3d - minified) v" in page or "plotly.js v" in page  # inline
+    assert page.count("* plotly.js") == 1  # one bundle, not two
     for text in ("source: a.ply (moved)", "source: a.ply (as given)", "reference: b.ply",
                  "after: source moved by T_ref_src", "before: input poses", "geotransformer",
                  "50 of 50 drawn correspondences within 10 cm under the estimate",
@@ -39,6 +40,32 @@ def test_report_is_self_contained_and_says_what_it_shows(rng):
     # without a transform: no toggle, the clouds as given
     plain = report_html(src, ref, None)
     assert "before: input poses" not in plain and "(as given)" in plain
+
+
+def test_plotly_script_is_the_vendored_gl3d_bundle_only_for_its_own_plotly_js_version(
+    monkeypatch, tmp_path
+):
+    """The figure JSON is written for the installed plotly's plotly.js; the vendored partial
+    bundle is inlined only when it is that release, else plotly's full bundle."""
+    import plotly.offline
+
+    from pcreg.viz import report
+
+    want = plotly.offline.get_plotlyjs_version()
+    vendored = report.GL3D_BUNDLE.read_text(encoding="utf-8")
+    shipped = re.search(r"plotly\.js \(gl3d - minified\) v(\S+)", vendored[:400])
+    assert shipped and len(vendored) > 1e6  # the real bundle, its version in its header
+    assert report.plotly_script() == (
+        vendored if shipped.group(1) == want else plotly.offline.get_plotlyjs()
+    )
+    for version, chosen in ((want, "vendored"), ("0.0.1", "full")):
+        fake = tmp_path / f"{version}.js"
+        fake.write_text(vendored.replace(f"v{shipped.group(1)}", f"v{version}", 1), "utf-8")
+        monkeypatch.setattr(report, "GL3D_BUNDLE", fake)
+        expect = fake.read_text("utf-8") if chosen == "vendored" else plotly.offline.get_plotlyjs()
+        assert report.plotly_script() == expect, chosen
+    monkeypatch.setattr(report, "GL3D_BUNDLE", tmp_path / "missing.js")
+    assert report.plotly_script() == plotly.offline.get_plotlyjs()
 
 
 def test_report_thins_large_clouds_and_stays_small(rng, tmp_path):
