@@ -284,3 +284,24 @@ def test_detr_train_device_auto_is_the_cpu_here_and_an_unusable_device_is_refuse
                 f"out_dir={tmp_path / 'run'}"]  # fmt: skip
         assert main(args) == 2
         assert not (tmp_path / "data").exists()
+
+
+def test_detr_shapes_30k_is_stage_two_of_detr_shapes():
+    """The shipped checkpoint's second stage (model card) starts from what stage 1 writes, with
+    stage 1's recipe over 30000 images whose first 6000 are stage 1's, and the same validation
+    images (one generator seed for both stages)."""
+    from pathlib import Path
+
+    from pcreg._compose import compose
+
+    one, two = (
+        compose("detr", ["experiment=detr_shapes"]),
+        compose("detr", ["experiment=detr_shapes_30k"]),
+    )
+    assert Path(two["init"]) == Path(one["out_dir"]) / "checkpoint.pt"
+    assert two["data"]["generate"] == {**one["data"]["generate"], "train_images": 30000}
+    assert two["data"]["root"] != one["data"]["root"] and two["out_dir"] != one["out_dir"]
+    assert {k: v for k, v in two["train"].items() if k not in ("epochs", "eval_every")} == {
+        k: v for k, v in one["train"].items() if k not in ("epochs", "eval_every")
+    }
+    assert two["train"]["epochs"] * 30000 // 16 == 16875  # the model card's step count
