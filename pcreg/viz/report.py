@@ -45,7 +45,8 @@ logger = logging.getLogger(__name__)
 #: plotly.js's gl3d partial bundle (npm ``plotly.js-gl3d-dist-min``, MIT; vendor/README.md)
 GL3D_BUNDLE = Path(__file__).resolve().parent / "vendor" / "plotly-gl3d.min.js"
 
-#: points drawn per cloud in the report (a 3DMatch pair then opens in about a second)
+#: points drawn per cloud in the report (a KITTI pair's file stays ~3.5 MB; its time to draw in
+#: headless Chromium is in BENCHMARKS.md, "HTML report")
 REPORT_POINTS = 40_000
 
 
