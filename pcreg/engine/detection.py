@@ -111,18 +111,17 @@ def _batches(
 
 def _train_device(name: str) -> torch.device:
     """``train.device``: ``auto`` is CUDA when this torch sees a GPU, else the CPU; an explicit
-    device this build cannot use is refused (:func:`pcreg.registration.checks.check_device`)."""
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device this build cannot use is a :class:`~pcreg.config.ConfigError` naming the key
+    (:func:`pcreg.engine.devices.resolve_device`)."""
     from pcreg.config import ConfigError
+    from pcreg.engine.devices import resolve_device
     from pcreg.errors import InputError
-    from pcreg.registration.checks import check_device
 
     try:
-        check_device(name)
+        return resolve_device(name)
     except InputError as err:
-        raise ConfigError("train.device", err.problem) from None
-    return torch.device(name)
+        problem = err.problem.replace("use cpu or", "use auto, cpu or")
+        raise ConfigError("train.device", problem) from None
 
 
 def predictions_to_coco(
@@ -234,14 +233,22 @@ def train_detr(cfg: DetrExperimentConfig) -> DetrTraining:
     """Train, evaluate on the validation split with COCOeval, write the checkpoint and
     ``metrics.json``. Returns those metrics and the first validation batch's detections for the
     caller to draw (every name of :data:`OUTPUTS` is checked for writing before training)."""
+    t = cfg.train
+    device = _train_device(t.device)  # refused before anything is written
+    if cfg.init and cfg.init != "shipped" and not Path(cfg.init).is_file():
+        from pcreg.errors import MissingFileError
+
+        raise MissingFileError(
+            cfg.init, "init: no checkpoint to start from (a staged recipe such as "
+            "experiment=detr_shapes_30k starts from its first stage's out_dir: run that first, "
+            "or pass init=shipped)",
+        )  # fmt: skip
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     for name in OUTPUTS:
         check_writable(out / name, overwrite=cfg.overwrite)
     if cfg.detections:
         check_writable(cfg.detections, overwrite=cfg.overwrite)
-    t = cfg.train
-    device = _train_device(t.device)
     if t.num_threads > 0:
         torch.set_num_threads(t.num_threads)
     train_ds = _dataset(cfg, cfg.data.train_split)

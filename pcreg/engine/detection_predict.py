@@ -101,7 +101,9 @@ class Detector:
                 for k, rgb in enumerate(chunk)
             ]
             batch, valid, targets = collate_images(items)
-            entries = predictions_to_coco(self.model(batch, valid), targets, ids)
+            device = next(self.model.parameters()).device  # where the caller put the model
+            raw = self.model(batch.to(device), valid.to(device))
+            entries = predictions_to_coco(raw, targets, ids)
             for k in range(len(chunk)):
                 mine = [e for e in entries if e["image_id"] == k and e["score"] >= threshold]
                 mine.sort(key=lambda e: -e["score"])

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from pcreg.engine.devices import check_device
 from pcreg.errors import InputError
 
 __all__ = [
@@ -178,25 +179,4 @@ def check_voxel_size(voxel: float, extent: float, name: str = "voxel_size") -> N
             f"{voxel:g} is too small for clouds spanning {extent:.3g} (over "
             f"{MAX_VOXELS_PER_SIDE} voxels per side); use at least "
             f"{extent / MAX_VOXELS_PER_SIDE:.3g}",
-        )
-
-
-def check_device(device: str) -> None:
-    """Refuse a torch device this build cannot use (``foo``, ``cuda`` on a CPU build,
-    ``cuda:9`` beyond the GPUs present)."""
-    import torch
-
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, TypeError, ValueError):
-        raise InputError("device", f"unknown device {device!r}; use cpu or cuda[:N]") from None
-    if dev.type == "cpu":
-        return
-    if dev.type != "cuda":
-        raise InputError("device", f"unsupported device {device!r}; use cpu or cuda[:N]")
-    if not torch.cuda.is_available():
-        raise InputError("device", f"{device!r}: CUDA is not available to this torch build")
-    if dev.index is not None and dev.index >= torch.cuda.device_count():
-        raise InputError(
-            "device", f"{device!r}: only {torch.cuda.device_count()} CUDA device(s) present"
         )

@@ -4,6 +4,7 @@ against hand-made results."""
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -137,6 +138,7 @@ def overfit_detr(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("detr")
     args = [
+        "train.device=cpu",  # exact comparisons: the CPU's arithmetic, on any machine
         f"data.root={root / 'data'}", "data.val_split=train", f"out_dir={root / 'run'}",
         "model.d_model=32", "model.ffn_dim=64", "model.backbone_widths=[8,16,32]",
         "train.batch_size=8",
@@ -304,4 +306,44 @@ def test_detr_shapes_30k_is_stage_two_of_detr_shapes():
     assert {k: v for k, v in two["train"].items() if k not in ("epochs", "eval_every")} == {
         k: v for k, v in one["train"].items() if k not in ("epochs", "eval_every")
     }
-    assert two["train"]["epochs"] * 30000 // 16 == 16875  # the model card's step count
+    steps = two["train"]["epochs"] * math.ceil(
+        two["data"]["generate"]["train_images"] / two["train"]["batch_size"]
+    )
+    assert steps == 16875  # the model card's step count
+
+
+def test_detr_stage_two_without_its_first_stage_is_refused_before_any_data(tmp_path):
+    """``init`` names a missing checkpoint: exit 2 with the hint, before 30000 images are
+    generated or ``out_dir`` is made."""
+    args = ["detr", "train", "experiment=detr_shapes_30k", f"data.root={tmp_path / 'data'}",
+            f"init={tmp_path / 'stage1.pt'}", f"out_dir={tmp_path / 'run'}"]  # fmt: skip
+    assert main(args) == 2
+    assert not (tmp_path / "data").exists() and not (tmp_path / "run").exists()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_detr_trains_on_a_gpu_and_saves_weights_that_load_on_the_cpu(tmp_path):
+    """``train.device=cuda``: the run says so, its checkpoint and the drawn sample are CPU
+    tensors, and the CPU scores the checkpoint like the GPU did (TF32 convolutions differ a
+    little)."""
+    from pcreg._compose import compose
+    from pcreg.config import from_dict
+    from pcreg.engine.checkpoint import load_checkpoint
+    from pcreg.engine.configs import DetrExperimentConfig
+    from pcreg.engine.detection import evaluate_detr, train_detr
+
+    overrides = [
+        f"data.root={tmp_path / 'data'}", "data.val_split=train", f"out_dir={tmp_path / 'run'}",
+        "+data.generate={train_images: 8, val_images: 2, seed: 0}", "train.epochs=20",
+        "train.batch_size=8", "train.eval_every=0", "model.d_model=32", "model.ffn_dim=64",
+        "model.backbone_widths=[8,16,32]", "train.device=cuda",
+    ]  # fmt: skip
+    run = train_detr(from_dict(DetrExperimentConfig, compose("detr", overrides)))
+    assert run.metrics["device"].startswith("cuda")
+    state = load_checkpoint(tmp_path / "run" / "checkpoint.pt", kind="detr")["model"]
+    assert all(v.device.type == "cpu" for v in state.values())
+    assert run.sample.images.device.type == "cpu" and run.sample.outputs["pred_boxes"].is_cpu
+    on_cpu = evaluate_detr(
+        from_dict(DetrExperimentConfig, compose("detr", [*overrides[:-1], "train.device=cpu"]))
+    )
+    assert on_cpu["mAP"] == pytest.approx(run.metrics["mAP"], abs=0.02)

@@ -22,6 +22,7 @@ def tiny_detr(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("detr_predict")
     args = [
+        "train.device=cpu",  # exact comparisons: the CPU's arithmetic, on any machine
         f"data.root={root / 'data'}", "data.val_split=train", f"out_dir={root / 'run'}",
         "model.d_model=32", "model.ffn_dim=64", "model.backbone_widths=[8,16,32]",
         "train.batch_size=8", "+data.generate={train_images: 8, val_images: 2, seed: 0}",
@@ -106,6 +107,7 @@ def test_training_can_start_from_a_checkpoint(tiny_detr, tmp_path):
 
     ckpt, _, root = tiny_detr
     args = [
+        "train.device=cpu",  # exact comparisons: the CPU's arithmetic, on any machine
         f"data.root={root / 'data'}", "data.val_split=train", f"out_dir={tmp_path / 'run'}",
         "model.d_model=32", "model.ffn_dim=64", "model.backbone_widths=[8,16,32]",
         "train.batch_size=8", "train.epochs=0", f"init={ckpt}",
