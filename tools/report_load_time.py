@@ -1,6 +1,6 @@
 """Time how long HTML reports (``pcreg register ... --report``) take to draw in headless Chromium.
 
-    python tools/report_load_time.py REPORT.html... [--runs 5] [--full-bundle]
+    python tools/report_load_time.py REPORT.html... [--runs 5] [--full-bundle] [--floor]
 
 For each file: from ``page.goto`` to the moment plotly has laid out the figure and its WebGL
 canvas exists, in a fresh page of one browser (Debian's ``chromium``, software WebGL through
@@ -54,6 +54,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--full-bundle", action="store_true")
     parser.add_argument("--floor", action="store_true")
     args = parser.parse_args(argv)
+    if args.runs < 1:
+        parser.error("--runs must be at least 1")
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
         print("chromium not found (scripts/system_deps.sh --test installs it)", file=sys.stderr)

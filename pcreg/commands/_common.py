@@ -132,3 +132,35 @@ def _resolved(path: Path) -> str:
 def write_json(path: Path, record: dict[str, Any], force: bool) -> None:
     with atomic_output(path, overwrite=force) as tmp:
         tmp.write_text(json.dumps(record, indent=1) + "\n")
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def add_report_arguments(cmd: argparse.ArgumentParser, help_text: str) -> None:
+    """``--report HTML`` and ``--report-points N`` (points drawn per cloud)."""
+    cmd.add_argument("--report", type=Path, metavar="HTML", help=help_text)
+    cmd.add_argument(
+        "--report-points", type=_positive_int, metavar="N", default=None,
+        help="points drawn per cloud in the report (default: 2000 for a room, whose page then "
+        "draws in about 2 s without a GPU; 20000 for clouds over 20 m across)",
+    )  # fmt: skip
+
+
+def report_points(args: argparse.Namespace, *clouds: Any) -> int:
+    """``--report-points``, else the default for the clouds' size: a street's report (any
+    cloud over :data:`~pcreg.registration.pipeline.OUTDOOR_EXTENT_M` across, the extent that
+    picks the outdoor model) keeps more points than a room's."""
+    import numpy as np
+
+    from pcreg.registration.pipeline import OUTDOOR_EXTENT_M
+    from pcreg.viz.report import REPORT_POINTS, STREET_REPORT_POINTS
+
+    if args.report_points is not None:
+        return args.report_points
+    extent = max(float(np.ptp(np.asarray(c), axis=0).max()) if len(c) else 0.0 for c in clouds)
+    return STREET_REPORT_POINTS if extent > OUTDOOR_EXTENT_M else REPORT_POINTS

@@ -10,7 +10,13 @@ from pathlib import Path
 
 import numpy as np
 
-from pcreg.commands._common import add_method_arguments, check_outputs, read_options
+from pcreg.commands._common import (
+    add_method_arguments,
+    add_report_arguments,
+    check_outputs,
+    read_options,
+    report_points,
+)
 
 __all__ = ["add_parser", "format_result", "run"]
 
@@ -34,11 +40,8 @@ def add_parser(sub) -> None:
     cmd.add_argument(
         "--gt", type=Path, help="ground-truth T_ref_src (4x4 text/.npy): report RRE/RTE"
     )
-    cmd.add_argument(
-        "--report",
-        type=Path,
-        metavar="HTML",
-        help="interactive page of the result: one self-contained file that opens offline",
+    add_report_arguments(
+        cmd, "interactive page of the result: one self-contained file that opens offline"
     )
     cmd.add_argument(
         "--render", type=Path, metavar="PNG", help="before/after picture with correspondences"
@@ -157,6 +160,7 @@ def run(args: argparse.Namespace) -> int:
             gt=gt,
             facts=result_facts(result, record),
             title=f"{args.src.name} -> {args.ref.name}",
+            max_points=report_points(args, src, ref),
             overwrite=args.force,
         )
         logger.info("wrote %s", args.report)

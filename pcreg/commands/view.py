@@ -8,7 +8,13 @@ from pathlib import Path
 
 import numpy as np
 
-from pcreg.commands._common import add_input_arguments, check_outputs, nan_policy
+from pcreg.commands._common import (
+    add_input_arguments,
+    add_report_arguments,
+    check_outputs,
+    nan_policy,
+    report_points,
+)
 
 __all__ = ["add_parser", "run"]
 
@@ -21,10 +27,9 @@ def add_parser(sub) -> None:
     cmd.add_argument("ref", type=Path)
     cmd.add_argument("--transform", type=Path, help="T_ref_src (4x4 text/.npy); default identity")
     cmd.add_argument("--render", type=Path, metavar="PNG", help="write a picture, no window")
-    cmd.add_argument(
-        "--report", type=Path, metavar="HTML",
-        help="write an interactive page (one self-contained file, opens offline), no window",
-    )  # fmt: skip
+    add_report_arguments(
+        cmd, "write an interactive page (one self-contained file, opens offline), no window"
+    )
     cmd.add_argument("--force", action="store_true", help="replace an existing PNG")
     add_input_arguments(cmd)
     cmd.set_defaults(func=run)
@@ -83,6 +88,7 @@ def run(args: argparse.Namespace) -> int:
             names=(args.src.name, args.ref.name),
             facts={"transform": str(args.transform) if given is not None else "none (as given)"},
             title=f"{args.src.name} -> {args.ref.name}",
+            max_points=report_points(args, src, ref),
             overwrite=args.force,
         )
         logger.info("wrote %s", args.report)

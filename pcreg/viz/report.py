@@ -11,7 +11,8 @@ Size: the script is plotly.js's "gl3d" partial bundle (1.75 MB, vendored in
 ``pcreg/viz/vendor``: the 3-D traces and plotly's core, all the page uses) when its version is
 the installed plotly's, else plotly's full bundle (4.8 MB); the clouds are thinned on a grid to
 ``max_points`` each (:func:`pcreg.viz.render.thin_for_display`) and written as float32, so a
-3DMatch or KITTI pair stays under ~4 MB.
+3DMatch or KITTI pair stays under ~4 MB (with the full bundle, which a plotly release other
+than the vendored bundle's gets, ~7 MB).
 """
 
 from __future__ import annotations
@@ -45,18 +46,25 @@ logger = logging.getLogger(__name__)
 #: plotly.js's gl3d partial bundle (npm ``plotly.js-gl3d-dist-min``, MIT; vendor/README.md)
 GL3D_BUNDLE = Path(__file__).resolve().parent / "vendor" / "plotly-gl3d.min.js"
 
-#: points drawn per cloud in the report (a KITTI pair's file stays ~3.5 MB; its time to draw in
-#: headless Chromium is in BENCHMARKS.md, "HTML report")
-REPORT_POINTS = 40_000
+#: points drawn per cloud in a room's report: it draws in about 2 s even in headless Chromium
+#: with software WebGL on 2 cores (BENCHMARKS.md, "HTML report"), still enough to judge an
+#: alignment; a street's report keeps more (:data:`STREET_REPORT_POINTS`) to stay readable
+REPORT_POINTS = 2_000
+#: points drawn per cloud in the report of clouds spanning more than a room (a KITTI scan)
+STREET_REPORT_POINTS = 20_000
 
 
 def _cloud_trace(points: np.ndarray, name: str, color: tuple[float, float, float], size: float):
+    """A cloud as square markers, which plotly's WebGL scatter sets up and draws much faster
+    than its default circles (it meshes each marker from its symbol's glyph, and a square's
+    is the simplest): the 3DMatch demo report drew in 3.97 s against 5.77 s in headless
+    Chromium, same run (tools/report_load_time.py)."""
     import plotly.graph_objects as go
 
     p = np.asarray(points, np.float32)
     return go.Scatter3d(
-        x=p[:, 0], y=p[:, 1], z=p[:, 2], mode="markers", name=name,
-        marker={"size": size, "color": hex_color(color)}, hoverinfo="skip",
+        x=p[:, 0], y=p[:, 1], z=p[:, 2], mode="markers", name=name, hoverinfo="skip",
+        marker={"size": size, "color": hex_color(color), "symbol": "square"},
     )  # fmt: skip
 
 
@@ -209,8 +217,8 @@ def plotly_script() -> str:
     found = re.search(r"plotly\.js \(gl3d - minified\) v(\S+)", text[:400])
     if found and found.group(1) == want:
         return text
-    logger.debug("the vendored plotly.js gl3d bundle is not plotly.js %s: inlining the full "
-                 "bundle", want)  # fmt: skip
+    logger.info("the vendored plotly.js gl3d bundle is not plotly.js %s: inlining the full "
+                "bundle (the report is ~3 MB larger)", want)  # fmt: skip
     return plotly.offline.get_plotlyjs()
 
 

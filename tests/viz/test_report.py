@@ -6,11 +6,12 @@ from __future__ import annotations
 import re
 import shutil
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from pcreg.viz.report import report_html, write_report
+from pcreg.viz.report import plotly_script, report_html, write_report
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
@@ -32,6 +33,8 @@ def test_report_is_self_contained_and_says_what_it_shows(rng):
     assert not re.search(r"<script[^>]+src=", page)  # nothing fetched: plotly is inline
     assert "plotly.js (gl3d - minified) v" in page or "plotly.js v" in page  # inline
     assert page.count("* plotly.js") == 1  # one bundle, not two
+    assert plotly_script() in page  # all of it
+    assert page.count('"symbol":"square"') == 3  # the three clouds: squares draw fastest
     for text in ("source: a.ply (moved)", "source: a.ply (as given)", "reference: b.ply",
                  "after: source moved by T_ref_src", "before: input poses", "geotransformer",
                  "50 of 50 drawn correspondences within 10 cm under the estimate",
@@ -111,3 +114,31 @@ def test_report_draws_in_headless_chromium_offline(rng, tmp_path):
     assert all(url.startswith("file:") for url in requests)  # offline: nothing else asked for
     assert canvases and all(w > 100 and h > 100 for w, h in canvases)
     assert len(shot) > 10_000 and took < 60
+
+
+def test_view_report_draws_a_room_lightly_and_a_street_readably(rng, tmp_path):
+    """``pcreg view --report``: a room's page keeps ~2,000 points per cloud (it then draws in
+    about 2 s without a GPU), clouds over 20 m across keep ~20,000, ``--report-points`` sets
+    it, and a bad count is refused before anything is written."""
+    from pcreg.cli import main
+
+    def drawn(page: Path) -> int:
+        found = re.search(r"source ([0-9,]+) of ([0-9,]+)", page.read_text())
+        return int(found.group(1).replace(",", ""))
+
+    room = rng.uniform([0, 0, 0], [4, 3, 2.5], size=(30_000, 3))
+    street = rng.uniform([0, 0, 0], [60, 20, 3], size=(60_000, 3))
+    for name, cloud in (("room", room), ("street", street)):
+        np.save(tmp_path / f"{name}.npy", cloud)
+    pages = {}
+    for name, extra in (("room", []), ("street", []), ("room", ["--report-points", "500"])):
+        out = tmp_path / f"{name}{len(extra)}.html"
+        src = str(tmp_path / f"{name}.npy")
+        assert main(["view", src, src, "--report", str(out), *extra]) == 0
+        pages[out.stem] = drawn(out)
+    assert 1_500 <= pages["room0"] <= 2_400
+    assert 15_000 <= pages["street0"] <= 24_000
+    assert 350 <= pages["room2"] <= 650
+    with pytest.raises(SystemExit) as exc:
+        main(["view", src, src, "--report", str(tmp_path / "x.html"), "--report-points", "0"])
+    assert exc.value.code == 2 and not (tmp_path / "x.html").exists()
