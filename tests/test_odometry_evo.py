@@ -41,12 +41,13 @@ def evo_ape_rmse(ref: Path, est: Path) -> float:
     return float(re.search(r"rmse\s+([0-9.eE+-]+)", out.stdout).group(1))
 
 
-def evo_ape_rmse_exact(ref: Path, est: Path, results: Path) -> float:
-    """``evo_ape kitti REF EST`` as :func:`evo_ape_rmse`, its RMSE at full precision (from
-    the statistics ``--save_results`` stores; the printed table has 6 decimals)."""
+def evo_ape_rmse_exact(ref: Path, est: Path, results: Path, relation: str = "trans_part") -> float:
+    """``evo_ape kitti REF EST -r RELATION`` as :func:`evo_ape_rmse`, its RMSE at full
+    precision (from the statistics ``--save_results`` stores; the printed table has 6
+    decimals). ``angle_deg``: the rotation part, in degrees."""
     subprocess.run(
         [str(Path(sys.executable).with_name("evo_ape")), "kitti", str(ref), str(est),
-         "--save_results", str(results), "--no_warnings"],
+         "-r", relation, "--save_results", str(results), "--no_warnings"],
         capture_output=True, text=True, check=True,
     )  # fmt: skip
     with zipfile.ZipFile(results) as archive:
@@ -135,3 +136,8 @@ def test_camera_frame_odometry_is_scored_against_kittis_own_poses(sequence, lida
     bound = float(np.sqrt(np.mean(np.sum(lever**2, axis=1))))
     assert abs(cam_rmse - lidar_rmse) <= bound + 1e-9
     assert cam_rmse < 0.3  # three KITTI hops of ~3 m each, as in the LiDAR frame
+    # evo's rotation APE does not depend on the frame: each pose error E = inv(P_ref) P_est
+    # becomes Tr E inv(Tr), the same rotation angle, so both frames report the same error
+    cam_deg = evo_ape_rmse_exact(ref_cam, est, tmp_path / "cam_deg.zip", "angle_deg")
+    lidar_deg = evo_ape_rmse_exact(ref_lidar, lidar_run, tmp_path / "lidar_deg.zip", "angle_deg")
+    assert 0 < cam_deg < 1 and cam_deg == pytest.approx(lidar_deg, abs=1e-3)
