@@ -184,12 +184,21 @@ with signals_raise():
 """
 
 
+def _default_signals() -> None:
+    """In the writer, before exec: SIGTERM and SIGHUP at their defaults, whatever this test
+    process inherited (under ``nohup`` SIGHUP is ignored, and ``signals_raise`` rightly leaves
+    an ignored signal ignored)."""
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_DFL)
+
+
 def _start_writer(tmp_path: Path, target: Path) -> subprocess.Popen[bytes]:
     ready = tmp_path / "ready"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent(_WRITER), str(target), str(ready)], env=env
-    )
+        [sys.executable, "-c", textwrap.dedent(_WRITER), str(target), str(ready)], env=env,
+        preexec_fn=_default_signals,
+    )  # fmt: skip
     for _ in range(600):
         if ready.exists() or proc.poll() is not None:
             break
