@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -60,7 +61,8 @@ def test_sockets_in_directories_others_may_enter_are_ignored(tmp_path, monkeypat
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    """A real `pcreg serve -v` on its own socket (no model preloaded), its stderr in a file."""
+    """A real `pcreg serve -v` on its own socket (no model preloaded), its stderr in a file,
+    started with SIGINT ignored, as `pcreg serve &` in a script starts it."""
     root = tmp_path_factory.mktemp("serve")
     sock = root / "run" / "s.sock"
     log = (root / "server.log").open("w")
@@ -69,6 +71,7 @@ def server(tmp_path_factory):
         [sys.executable, "-m", "pcreg", "-v", "serve", "--socket", str(sock), "--preload", "",
          "--idle-timeout", "600"],
         stderr=log, stdout=subprocess.DEVNULL, env=env,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
     )  # fmt: skip
     deadline = time.monotonic() + 120
     while not sock.exists() and proc.poll() is None and time.monotonic() < deadline:

@@ -25,6 +25,7 @@ import json
 import logging
 import os
 import select
+import signal
 import socket
 import stat
 import sys
@@ -193,9 +194,12 @@ def _abort_when_gone(conn: socket.socket, fired: threading.Event) -> Iterator[No
             if poller.poll(100) and not done.is_set():
                 logger.info("client gone: interrupting its request")
                 fired.set()
-                _thread.interrupt_main()
+                _thread.interrupt_main(INTERRUPT_SIGNAL)
                 return
 
+    # its own signal, not SIGINT: a server started in the background by a script (`pcreg
+    # serve &`) has SIGINT ignored, and interrupt_main(SIGINT) then does nothing
+    previous = signal.signal(INTERRUPT_SIGNAL, _keyboard_interrupt)
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
     try:
@@ -203,6 +207,15 @@ def _abort_when_gone(conn: socket.socket, fired: threading.Event) -> Iterator[No
     finally:
         done.set()
         watcher.join()
+        signal.signal(INTERRUPT_SIGNAL, previous)
+
+
+#: the signal the hang-up watcher raises in the main thread (in-process, never sent)
+INTERRUPT_SIGNAL = signal.SIGUSR1
+
+
+def _keyboard_interrupt(_signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def _read_request(conn: socket.socket) -> bytes:
