@@ -139,6 +139,7 @@ def test_view_report_draws_a_room_lightly_and_a_street_readably(rng, tmp_path):
     assert 1_500 <= pages["room0"] <= 2_400
     assert 15_000 <= pages["street0"] <= 24_000
     assert 350 <= pages["room2"] <= 650
-    with pytest.raises(SystemExit) as exc:
-        main(["view", src, src, "--report", str(tmp_path / "x.html"), "--report-points", "0"])
-    assert exc.value.code == 2 and not (tmp_path / "x.html").exists()
+    for bad in ("0", "many"):
+        with pytest.raises(SystemExit) as exc:
+            main(["view", src, src, "--report", str(tmp_path / "x.html"), "--report-points", bad])
+        assert exc.value.code == 2 and not (tmp_path / "x.html").exists()
