@@ -1,14 +1,14 @@
 """Time how long HTML reports (``pcreg register ... --report``) take to draw in headless Chromium.
 
-    python tools/report_load_time.py REPORT.html... [--runs 5] [--full-bundle] [--floor]
+    python tools/report_load_time.py REPORT.html... [--runs 5] [--floor]
 
-For each file: from ``page.goto`` to the moment plotly has laid out the figure and its WebGL
-canvas exists, in a fresh page of one browser (Debian's ``chromium``, software WebGL through
-SwiftShader, as on a server without a GPU); the files take turns in every round, and the
-median per file is printed as a Markdown table. ``--full-bundle`` also times a copy of each
-file with plotly's full 4.8 MB bundle in place of the vendored gl3d one (what the report
-inlined before), in the same rounds; ``--floor`` also times a report of two 20-point clouds
-(what the page costs without the points).
+For each file: from ``page.goto`` to the first frame drawn (the viewer sets ``<body
+data-drawn="1">``; a report written by pcreg before it moved to three.js counts when plotly
+has laid out its figure and made its WebGL canvas), in a fresh page of one browser (Debian's
+``chromium``, software WebGL through SwiftShader, as on a server without a GPU, viewport
+1300x1000); the files take turns in every round, and the median per file is printed as a
+Markdown table. ``--floor`` also times a report of two 20-point clouds (what the page costs
+without the points).
 
 Needs ``playwright`` (the ``dev`` extra) and ``/usr/bin/chromium`` (``scripts/system_deps.sh
 --test``).
@@ -28,30 +28,16 @@ FLAGS = ["--no-sandbox", "--disable-gpu", "--use-angle=swiftshader", "--enable-u
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
          "--no-first-run"]  # fmt: skip
 DRAWN = (
-    "() => { const g = document.querySelector('.js-plotly-plot');"
-    " return g && g._fullLayout && document.querySelector('canvas'); }"
+    "() => { if (document.body && document.body.dataset.drawn === '1') return true;"
+    " const g = document.querySelector('.js-plotly-plot');"
+    " return !!(g && g._fullLayout && document.querySelector('canvas')); }"
 )
-
-
-def with_full_bundle(path: Path, out_dir: Path) -> Path:
-    """A copy of report ``path`` with plotly's full bundle in place of the vendored gl3d one."""
-    import plotly.offline
-
-    from pcreg.viz.report import GL3D_BUNDLE
-
-    page, part = path.read_text("utf-8"), GL3D_BUNDLE.read_text("utf-8")
-    if part not in page:
-        raise SystemExit(f"{path}: does not hold the vendored gl3d bundle")
-    out = out_dir / f"{path.stem}.full-bundle.html"
-    out.write_text(page.replace(part, plotly.offline.get_plotlyjs(), 1), "utf-8")
-    return out
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("reports", nargs="+", type=Path)
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--full-bundle", action="store_true")
     parser.add_argument("--floor", action="store_true")
     args = parser.parse_args(argv)
     if args.runs < 1:
@@ -71,8 +57,6 @@ def main(argv: list[str] | None = None) -> int:
 
             pts = np.random.default_rng(0).uniform(0, 1, (20, 3))
             files.append(write_report(Path(tmp) / "floor-20-points.html", pts, pts, np.eye(4)))
-        if args.full_bundle:
-            files += [with_full_bundle(p, Path(tmp)) for p in files]
         times: dict[Path, list[float]] = {f: [] for f in files}
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=chromium, args=FLAGS)

@@ -146,24 +146,11 @@ def _positive_int(text: str) -> int:
 
 def add_report_arguments(cmd: argparse.ArgumentParser, help_text: str) -> None:
     """``--report HTML`` and ``--report-points N`` (points drawn per cloud)."""
+    from pcreg.viz.style import REPORT_POINTS
+
     cmd.add_argument("--report", type=Path, metavar="HTML", help=help_text)
     cmd.add_argument(
-        "--report-points", type=_positive_int, metavar="N", default=None,
-        help="points drawn per cloud in the report (default: 2000 for a room, whose page then "
-        "draws in about 2 s without a GPU; 20000 for clouds over 20 m across)",
+        "--report-points", type=_positive_int, metavar="N", default=REPORT_POINTS,
+        help=f"points drawn per cloud in the report, thinned on a grid beyond (default "
+        f"{REPORT_POINTS}: all of a 3DMatch fragment; a KITTI scan keeps a quarter)",
     )  # fmt: skip
-
-
-def report_points(args: argparse.Namespace, *clouds: Any) -> int:
-    """``--report-points``, else the default for the clouds' size: a street's report (any
-    cloud over :data:`~pcreg.registration.pipeline.OUTDOOR_EXTENT_M` across, the extent that
-    picks the outdoor model) keeps more points than a room's."""
-    import numpy as np
-
-    from pcreg.registration.pipeline import OUTDOOR_EXTENT_M
-    from pcreg.viz.report import REPORT_POINTS, STREET_REPORT_POINTS
-
-    if args.report_points is not None:
-        return args.report_points
-    extent = max(float(np.ptp(np.asarray(c), axis=0).max()) if len(c) else 0.0 for c in clouds)
-    return STREET_REPORT_POINTS if extent > OUTDOOR_EXTENT_M else REPORT_POINTS

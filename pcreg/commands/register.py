@@ -15,7 +15,6 @@ from pcreg.commands._common import (
     add_report_arguments,
     check_outputs,
     read_options,
-    report_points,
 )
 
 __all__ = ["add_parser", "format_result", "run"]
@@ -160,7 +159,7 @@ def run(args: argparse.Namespace) -> int:
             gt=gt,
             facts=result_facts(result, record),
             title=f"{args.src.name} -> {args.ref.name}",
-            max_points=report_points(args, src, ref),
+            max_points=args.report_points,
             overwrite=args.force,
         )
         logger.info("wrote %s", args.report)

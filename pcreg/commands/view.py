@@ -13,7 +13,6 @@ from pcreg.commands._common import (
     add_report_arguments,
     check_outputs,
     nan_policy,
-    report_points,
 )
 
 __all__ = ["add_parser", "run"]
@@ -88,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
             names=(args.src.name, args.ref.name),
             facts={"transform": str(args.transform) if given is not None else "none (as given)"},
             title=f"{args.src.name} -> {args.ref.name}",
-            max_points=report_points(args, src, ref),
+            max_points=args.report_points,
             overwrite=args.force,
         )
         logger.info("wrote %s", args.report)

@@ -49,10 +49,20 @@ def principal_view(points: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarr
 class View:
     """A camera for :func:`render_clouds`: ``front (3,)`` (from the scene towards the camera),
     ``up (3,)``, and ``aspect`` (height / width of the scene as seen; the image follows it).
-    ``overhead``: looking straight down the thin axis of a flat scene (a street)."""
+    ``overhead``: looking straight down the thin axis of a flat scene (a street). ``axes``:
+    the scene's ``(major, middle, minor)`` unit axes, the minor one signed as the view sees it
+    (the HTML report lays its scale grid in the major-middle plane)."""
 
-    def __init__(self, front: np.ndarray, up: np.ndarray, aspect: float, overhead: bool) -> None:
+    def __init__(
+        self,
+        front: np.ndarray,
+        up: np.ndarray,
+        aspect: float,
+        overhead: bool,
+        axes: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+    ) -> None:
         self.front, self.up, self.aspect, self.overhead = front, up, aspect, overhead
+        self.axes = axes
 
     def __repr__(self) -> str:
         return f"View(overhead={self.overhead}, aspect={self.aspect:.2f})"
@@ -81,7 +91,7 @@ def view_for(points: np.ndarray) -> View:
         aspect = (spread[1] * np.cos(np.radians(30)) + spread[2] * np.sin(np.radians(30))) / max(
             spread[0], 1e-12
         )
-    return View(front, up, float(aspect), overhead)
+    return View(front, up, float(aspect), overhead, (major, middle, minor))
 
 
 def thin_for_display(points: np.ndarray, target: int = MAX_DRAWN_POINTS) -> np.ndarray:

@@ -1,27 +1,30 @@
 """A registration as one self-contained, interactive HTML file (``--report out.html``).
 
-The page holds plotly's JavaScript inline, so it opens offline on any machine with a browser
-(a remote server's result copied to a laptop): the two clouds turn, zoom and pan in 3-D, a
-button switches between the input poses and the source moved by the estimate, the
-correspondences are drawn coloured by whether the estimate (or the truth, with ``--gt``) maps
-them within the inlier radius, and a table gives the transform, the errors against the truth,
-the method and hypothesis that won, the verdict and the timings.
+The page inlines its JavaScript, so it opens offline on any machine with a browser (a remote
+server's result copied to a laptop): the two clouds turn, zoom and pan in 3-D, buttons switch
+between the input poses and the source moved by the estimate, the correspondences are drawn
+coloured by whether the estimate (or the truth, with ``--gt``) maps them within the inlier
+radius, a legend names every layer (and hides it), a grid gives the scale, and a table gives
+the transform, the errors against the truth, the method and hypothesis that won, the verdict
+and the timings.
 
-Size: the script is plotly.js's "gl3d" partial bundle (1.75 MB, vendored in
-``pcreg/viz/vendor``: the 3-D traces and plotly's core, all the page uses) when its version is
-the installed plotly's, else plotly's full bundle (4.8 MB); the clouds are thinned on a grid to
-``max_points`` each (:func:`pcreg.viz.render.thin_for_display`) and written as float32, so a
-3DMatch or KITTI pair stays under ~4 MB (with the full bundle, which a plotly release other
-than the vendored bundle's gets, ~7 MB).
+The drawing is three.js (vendored in ``pcreg/viz/vendor``, 0.56 MB, MIT) with a small viewer of
+ours (``report_viewer.js``): points and line segments, drawn only when something changes. It
+replaced plotly, whose 3-D scene alone took 1.79 s to draw two 20-point clouds in headless
+Chromium with software WebGL on two cores; the three.js page draws a 3DMatch pair at all its
+points in 0.47 s (BENCHMARKS.md, "HTML report"). Clouds are thinned on a grid to
+``max_points`` each (:func:`pcreg.viz.render.thin_for_display`) and written as float32
+relative to the reference's centre (so georeferenced coordinates keep their millimetres): a
+3DMatch pair's page is 1.4 MB, a KITTI pair's 1.9 MB.
 """
 
 from __future__ import annotations
 
+import base64
 import html
 import json
-import logging
+import math
 import os
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -29,57 +32,63 @@ from typing import Any
 import numpy as np
 
 from pcreg._fs import atomic_output
-from pcreg.viz.render import thin_for_display, transform_points
+from pcreg.viz.render import thin_for_display, transform_points, view_for
 from pcreg.viz.style import (
     FAR_COLOR,
     INLIER_COLOR,
     REFERENCE_COLOR,
+    REPORT_POINTS,
     SOURCE_COLOR,
     format_length,
     hex_color,
 )
 
-__all__ = ["plotly_script", "report_html", "result_facts", "write_report"]
+__all__ = ["REPORT_POINTS", "report_html", "result_facts", "viewer_script", "write_report"]
 
-logger = logging.getLogger(__name__)
-
-#: plotly.js's gl3d partial bundle (npm ``plotly.js-gl3d-dist-min``, MIT; vendor/README.md)
-GL3D_BUNDLE = Path(__file__).resolve().parent / "vendor" / "plotly-gl3d.min.js"
-
-#: points drawn per cloud in a room's report: it draws in about 2 s even in headless Chromium
-#: with software WebGL on 2 cores (BENCHMARKS.md, "HTML report"), still enough to judge an
-#: alignment; a street's report keeps more (:data:`STREET_REPORT_POINTS`) to stay readable
-REPORT_POINTS = 2_000
-#: points drawn per cloud in the report of clouds spanning more than a room (a KITTI scan)
-STREET_REPORT_POINTS = 20_000
+_HERE = Path(__file__).resolve().parent
+#: three.js r187, the parts the viewer uses, as one script (vendor/README.md: how it is built)
+THREE_BUNDLE = _HERE / "vendor" / "three-pcreg.min.js"
+#: the viewer: reads the page's data and draws it with the bundle's PCREG_THREE
+VIEWER = _HERE / "report_viewer.js"
 
 
-def _cloud_trace(points: np.ndarray, name: str, color: tuple[float, float, float], size: float):
-    """A cloud as square markers, which plotly's WebGL scatter sets up and draws much faster
-    than its default circles (it meshes each marker from its symbol's glyph, and a square's
-    is the simplest): the 3DMatch demo report drew in 3.97 s against 5.77 s in headless
-    Chromium, same run (tools/report_load_time.py)."""
-    import plotly.graph_objects as go
-
-    p = np.asarray(points, np.float32)
-    return go.Scatter3d(
-        x=p[:, 0], y=p[:, 1], z=p[:, 2], mode="markers", name=name, hoverinfo="skip",
-        marker={"size": size, "color": hex_color(color), "symbol": "square"},
-    )  # fmt: skip
+def _floats(points: np.ndarray) -> str:
+    """``points (N, 3)`` as base64 of little-endian float32 (what the viewer's
+    ``Float32Array`` reads)."""
+    return base64.b64encode(np.ascontiguousarray(points, "<f4").tobytes()).decode("ascii")
 
 
-def _line_trace(starts: np.ndarray, ends: np.ndarray, name: str, color, width: float):
-    import plotly.graph_objects as go
+def _layer(name: str, color, points: np.ndarray, states: list[str], kind: str = "points"):
+    return {"name": name, "color": hex_color(color), "kind": kind, "states": states,
+            "xyz": _floats(points)}  # fmt: skip
 
-    if len(starts):
-        gap = np.full((len(starts), 3), np.nan, np.float32)
-        xyz = np.stack([starts, ends, gap], axis=1).astype(np.float32).reshape(-1, 3)
-    else:
-        xyz = np.zeros((0, 3), np.float32)
-    return go.Scatter3d(
-        x=xyz[:, 0], y=xyz[:, 1], z=xyz[:, 2], mode="lines", name=name,
-        line={"color": hex_color(color), "width": width}, hoverinfo="skip", connectgaps=False,
-    )  # fmt: skip
+
+def _segments(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """``(2K, 3)``: each start followed by its end (three.js ``LineSegments``)."""
+    return np.stack([starts, ends], axis=1).reshape(-1, 3)
+
+
+def nice_cell(span: float, cells: int = 10) -> float:
+    """A grid cell of 1, 2 or 5 x 10^k metres, the smallest such that ``span`` metres holds
+    at most ``cells`` of them."""
+    raw = max(span, 1e-9) / cells
+    power = 10.0 ** math.floor(math.log10(raw))
+    return next(power * m for m in (1.0, 2.0, 5.0, 10.0) if power * m >= raw * (1 - 1e-9))
+
+
+def _grid(points: np.ndarray, axes: tuple[np.ndarray, np.ndarray, np.ndarray]) -> dict:
+    """A square scale grid in the plane of ``points``' two major axes, under them along the
+    minor one (the floor of a z-up scan), centred on them: about 10 cells across."""
+    major, middle, minor = axes
+    along = points @ np.stack([major, middle, minor]).T  # (N, 3) in the scene's axes
+    low, high = along.min(0), along.max(0)
+    cell = nice_cell(float(high[0] - low[0]))
+    cells = 2 * math.ceil(max(high[0] - low[0], high[1] - low[1]) / (2 * cell)) + 2
+    mid = (low + high) / 2
+    centre = mid[0] * major + mid[1] * middle + low[2] * minor
+    return {"u": major.tolist(), "v": middle.tolist(), "n": minor.tolist(),
+            "centre": centre.tolist(), "size": cells * cell, "cells": cells,
+            "label": format_length(cell)}  # fmt: skip
 
 
 def report_html(
@@ -107,35 +116,29 @@ def report_html(
             ``transform``) maps its source point within it of its reference point.
         gt: the true ``T_ref_src``, when known.
         facts: rows of the table (label -> value), e.g. the method, errors, timings.
+        max_points: points drawn per cloud at most (thinned on a grid beyond).
     """
-    import plotly.graph_objects as go
-    import plotly.io as pio
-
     src = np.asarray(src, np.float64)
     ref = np.asarray(ref, np.float64)
     src_d, ref_d = thin_for_display(src, max_points), thin_for_display(ref, max_points)
-    size = 1.5 if max(len(src_d), len(ref_d)) > 10_000 else 2.5
+    # drawn relative to the reference's centre: float32 keeps ~0.1 mm there even for
+    # georeferenced coordinates of millions of metres
+    origin = (ref_d.min(0) + ref_d.max(0)) / 2 if len(ref_d) else np.zeros(3)
     src_label, ref_label = f"source: {names[0]}", f"reference: {names[1]}"
-    traces = [_cloud_trace(ref_d, ref_label, REFERENCE_COLOR, size)]
-    before = [True]
-    after = [True]
-    traces.append(_cloud_trace(src_d, src_label + " (as given)", SOURCE_COLOR, size))
-    before.append(True)
-    after.append(False)
+    states = ["after", "before"] if transform is not None else ["given"]
+    layers = [_layer(ref_label, REFERENCE_COLOR, ref_d - origin, states)]
+    layers.append(
+        _layer(src_label + " (as given)", SOURCE_COLOR, src_d - origin, states[1:] or states)
+    )
+    shown = [ref_d, src_d]
     agree_text = ""
     if transform is not None:
-        traces.append(
-            _cloud_trace(
-                transform_points(src_d, transform), src_label + " (moved)", SOURCE_COLOR, size
-            )
-        )
-        before.append(False)
-        after.append(True)
+        moved = transform_points(src_d, transform)
+        layers.insert(1, _layer(src_label + " (moved)", SOURCE_COLOR, moved - origin, ["after"]))
+        shown[1] = moved
         if correspondences is not None:
             sc, rc = (np.asarray(c, np.float64).reshape(-1, 3) for c in correspondences)
-            keep = (
-                np.linspace(0, len(sc) - 1, min(max_lines, len(sc))).astype(int) if len(sc) else []
-            )
+            keep = np.linspace(0, len(sc) - 1, min(max_lines, len(sc))).astype(int)
             sc, rc = sc[keep], rc[keep]
             judge = gt if gt is not None else transform
             good = np.linalg.norm(transform_points(sc, judge) - rc, axis=1) < radius
@@ -144,47 +147,30 @@ def report_html(
                 f"{int(good.sum())} of {len(good)} drawn correspondences within "
                 f"{format_length(radius)} under {under}"
             )
-            moved_c = transform_points(sc, transform)
-            traces.append(
-                _line_trace(moved_c[~good], rc[~good], "correspondence, farther", FAR_COLOR, 1.5)
-            )
-            traces.append(
-                _line_trace(
-                    moved_c[good],
-                    rc[good],
-                    f"correspondence within {format_length(radius)}",
-                    INLIER_COLOR,
-                    2.5,
-                )
-            )
-            before += [False, False]
-            after += [True, True]
-    fig = go.Figure(traces)
-    fig.update_traces(visible=True)
-    for trace, shown in zip(fig.data, after if transform is not None else before, strict=True):
-        trace.visible = shown
-    menus = []
+            moved_c = transform_points(sc, transform) - origin
+            rc = rc - origin
+            for name, color, which in (
+                (f"correspondence within {format_length(radius)}", INLIER_COLOR, good),
+                ("correspondence, farther", FAR_COLOR, ~good),
+            ):
+                lines = _segments(moved_c[which], rc[which])
+                layers.append(_layer(name, color, lines, ["after"], "lines"))
+    drawn = np.concatenate(shown) - origin
+    size = 2 if max(len(src_d), len(ref_d)) > 10_000 else 3  # pixels
+    data: dict[str, Any] = {"layers": layers, "states": states, "point_size": size}
+    if len(drawn):
+        view = view_for(drawn)
+        data["view"] = {"front": view.front.tolist(), "up": view.up.tolist()}
+        data["grid"] = _grid(drawn, view.axes)
+    else:
+        data["view"] = {"front": [0.0, 0.0, 1.0], "up": [0.0, 1.0, 0.0]}
+    buttons = ""
     if transform is not None:
-        menus = [
-            {
-                "type": "buttons", "direction": "right", "x": 0.0, "y": 1.08, "xanchor": "left",
-                "buttons": [
-                    {"label": "after: source moved by T_ref_src", "method": "restyle",
-                     "args": [{"visible": after}]},
-                    {"label": "before: input poses", "method": "restyle",
-                     "args": [{"visible": before}]},
-                ],
-            }
-        ]  # fmt: skip
-    fig.update_layout(
-        title={"text": html.escape(title), "x": 0.5},
-        scene={"aspectmode": "data", "xaxis_title": "x (m)", "yaxis_title": "y (m)",
-               "zaxis_title": "z (m)"},
-        legend={"x": 0.0, "y": 0.0, "bgcolor": "rgba(255,255,255,0.7)", "itemsizing": "constant"},
-        updatemenus=menus, margin={"l": 0, "r": 0, "t": 70, "b": 0}, height=720,
-        paper_bgcolor="white",
-    )  # fmt: skip
-    plot = pio.to_html(fig, full_html=False, include_plotlyjs=False, config={"displaylogo": False})
+        buttons = (
+            '<button type="button" data-state="after" class="active">after: source moved by '
+            'T_ref_src</button>\n<button type="button" data-state="before">before: input poses'
+            "</button>"
+        )
     rows = dict(facts or {})
     if transform is not None:
         rows["T_ref_src"] = "\n".join(
@@ -199,27 +185,19 @@ def report_html(
         f"<tr><th>{html.escape(str(k))}</th><td><pre>{html.escape(_text(v))}</pre></td></tr>"
         for k, v in rows.items()
     )
-    script = f'<script type="text/javascript">{plotly_script()}</script>'
-    return _PAGE.format(title=html.escape(title or "pcreg"), plot=script + plot, table=table)
+    return _PAGE.format(
+        title=html.escape(title or "pcreg"),
+        buttons=buttons,
+        data=json.dumps(data).replace("</", "<\\/"),  # nothing in it may close the script
+        three=THREE_BUNDLE.read_text(encoding="utf-8"),
+        viewer=viewer_script(),
+        table=table,
+    )
 
 
-def plotly_script() -> str:
-    """The plotly.js source the page inlines: the vendored gl3d partial bundle when its version
-    is the installed plotly's plotly.js version (the figure's JSON is written for that
-    release), else plotly's full bundle (``plotly.offline.get_plotlyjs()``)."""
-    import plotly.offline
-
-    want = plotly.offline.get_plotlyjs_version()
-    try:
-        text = GL3D_BUNDLE.read_text(encoding="utf-8")
-    except OSError:
-        text = ""
-    found = re.search(r"plotly\.js \(gl3d - minified\) v(\S+)", text[:400])
-    if found and found.group(1) == want:
-        return text
-    logger.info("the vendored plotly.js gl3d bundle is not plotly.js %s: inlining the full "
-                "bundle (the report is ~3 MB larger)", want)  # fmt: skip
-    return plotly.offline.get_plotlyjs()
+def viewer_script() -> str:
+    """The viewer's JavaScript (``report_viewer.js``), as the page inlines it."""
+    return VIEWER.read_text(encoding="utf-8")
 
 
 def _text(value: Any) -> str:
@@ -234,18 +212,41 @@ _PAGE = """<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{title}</title>
 <style>
 body {{ font-family: sans-serif; margin: 12px; color: #222; }}
+h1 {{ font-size: 18px; margin: 0 0 8px 0; }}
+#pcreg-tools {{ display: flex; gap: 8px; align-items: center; flex-wrap: wrap;
+  margin-bottom: 6px; }}
+#pcreg-tools button {{ padding: 4px 10px; border: 1px solid #888; background: #f4f4f4;
+  border-radius: 3px; cursor: pointer; }}
+#pcreg-tools button.active {{ background: #2a6fdb; color: white; border-color: #2a6fdb; }}
+#pcreg-main {{ position: relative; }}
+#pcreg-view {{ width: 100%; height: 70vh; min-height: 420px; border: 1px solid #ddd; }}
+#pcreg-view.nogl {{ display: flex; align-items: center; justify-content: center; color: #a00; }}
+#pcreg-legend {{ position: absolute; left: 8px; bottom: 8px; background: rgba(255,255,255,0.85);
+  padding: 6px 8px; border: 1px solid #ddd; font-size: 13px; }}
+#pcreg-legend label {{ display: block; cursor: pointer; }}
+.swatch {{ display: inline-block; width: 10px; height: 10px; margin: 0 6px 0 2px; }}
+.swatch.line {{ height: 3px; width: 16px; vertical-align: middle; }}
+.gridnote {{ color: #666; margin-top: 2px; }}
 table {{ border-collapse: collapse; margin-top: 8px; }}
 th {{ text-align: left; vertical-align: top; padding: 3px 12px 3px 0; font-weight: 600; }}
 td pre {{ margin: 0; font-size: 13px; }}
 .note {{ color: #666; font-size: 12px; }}
 </style></head>
 <body>
-{plot}
+<h1>{title}</h1>
+<div id="pcreg-tools">{buttons}
+<label>point size <input id="pcreg-size" type="range" min="1" max="8" step="0.5"></label>
+<button id="pcreg-reset" type="button">reset view</button>
+</div>
+<div id="pcreg-main"><div id="pcreg-view"></div><div id="pcreg-legend"></div></div>
+<script type="application/json" id="pcreg-data">{data}</script>
+<script>{three}</script>
+<script>{viewer}</script>
 <table>
 {table}
 </table>
-<p class="note">Written by pcreg; opens offline (plotly is inlined). Drag to turn, scroll to
-zoom; the buttons switch between the input poses and the source moved by the estimate.</p>
+<p class="note">Written by pcreg; opens offline (three.js is inlined). Drag to turn, right-drag
+or shift-drag to pan, scroll to zoom; the legend's boxes hide a layer.</p>
 </body></html>
 """
 

@@ -11,6 +11,7 @@ __all__ = [
     "INLIER_COLOR",
     "OUTLIER_COLOR",
     "REFERENCE_COLOR",
+    "REPORT_POINTS",
     "SOURCE_COLOR",
     "format_length",
     "hex_color",
@@ -23,6 +24,12 @@ OUTLIER_COLOR = (0.85, 0.10, 0.10)  # red
 # outliers are drawn pale: a network's correspondences are mostly outliers at low overlap
 # (30 % within 60 cm on a KITTI pair registered to 3.6 cm), and solid red lines hid the inliers
 FAR_COLOR = (0.97, 0.72, 0.72)
+
+#: points drawn per cloud in the HTML report by default (:mod:`pcreg.viz.report`): all of a
+#: 3DMatch fragment (16-19k), a KITTI scan thinned from ~122k; a report of two such clouds
+#: draws in about 0.3 s in headless Chromium with software WebGL on 2 cores (BENCHMARKS.md,
+#: "HTML report")
+REPORT_POINTS = 30_000
 
 
 def format_length(metres: float, digits: int = 3) -> str:
@@ -44,5 +51,5 @@ def format_length(metres: float, digits: int = 3) -> str:
 
 
 def hex_color(rgb: tuple[float, float, float]) -> str:
-    """``(r, g, b)`` in [0, 1] as ``"#rrggbb"`` (for plotly)."""
+    """``(r, g, b)`` in [0, 1] as ``"#rrggbb"`` (for the HTML report)."""
     return "#" + "".join(f"{round(255 * min(max(c, 0.0), 1.0)):02x}" for c in rgb)

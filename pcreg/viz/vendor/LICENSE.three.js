@@ -1,6 +1,6 @@
-MIT License
+The MIT License
 
-Copyright (c) 2016-2024 Plotly Technologies Inc.
+Copyright © 2010-2026 three.js authors
 
 Permission is hereby granted, free of charge, to any person obtaining a copy
 of this software and associated documentation files (the "Software"), to deal
