@@ -4,7 +4,7 @@
 #   libvulkan1 mesa-vulkan-drivers    : Open3D's OffscreenRenderer (headless PNG rendering)
 #   libgl1 libgomp1                   : OpenGL / OpenMP runtimes used by the legacy visualizer and KD-trees
 # With --test also:
-#   chromium                          : opens the HTML report headless (tests/test_viz_report.py;
+#   chromium                          : opens the HTML report headless (tests/viz/test_report.py;
 #                                       the test skips without it)
 set -u
 need=()

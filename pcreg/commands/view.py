@@ -29,7 +29,9 @@ def add_parser(sub) -> None:
     add_report_arguments(
         cmd, "write an interactive page (one self-contained file, opens offline), no window"
     )
-    cmd.add_argument("--force", action="store_true", help="replace an existing PNG")
+    cmd.add_argument(
+        "--force", action="store_true", help="replace an existing --render PNG or --report page"
+    )
     add_input_arguments(cmd)
     cmd.set_defaults(func=run)
 

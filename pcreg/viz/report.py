@@ -12,7 +12,7 @@ The drawing is three.js (vendored in ``pcreg/viz/vendor``, 0.56 MB, MIT) with a 
 ours (``report_viewer.js``): points and line segments, drawn only when something changes. It
 replaced plotly, whose 3-D scene alone took 1.79 s to draw two 20-point clouds in headless
 Chromium with software WebGL on two cores; the three.js page draws a 3DMatch pair at all its
-points in 0.47 s (BENCHMARKS.md, "HTML report"). Clouds are thinned on a grid to
+points in 0.42 s (BENCHMARKS.md, "HTML report"). Clouds are thinned on a grid to
 ``max_points`` each (:func:`pcreg.viz.render.thin_for_display`) and written as float32
 relative to the reference's centre (so georeferenced coordinates keep their millimetres): a
 3DMatch pair's page is 1.4 MB, a KITTI pair's 1.9 MB.
@@ -58,9 +58,13 @@ def _floats(points: np.ndarray) -> str:
     return base64.b64encode(np.ascontiguousarray(points, "<f4").tobytes()).decode("ascii")
 
 
-def _layer(name: str, color, points: np.ndarray, states: list[str], kind: str = "points"):
-    return {"name": name, "color": hex_color(color), "kind": kind, "states": states,
-            "xyz": _floats(points)}  # fmt: skip
+def _layer(
+    name: str, group: str, color, points: np.ndarray, states: list[str], kind: str = "points"
+) -> dict:
+    """A layer of the viewer: ``points (N, 3)`` (a line's start and end one after the other
+    for ``kind="lines"``), drawn in ``states``; the legend's box of ``group`` hides it."""
+    return {"name": name, "group": group, "color": hex_color(color), "kind": kind,
+            "states": states, "xyz": _floats(points)}  # fmt: skip
 
 
 def _segments(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
@@ -126,15 +130,18 @@ def report_html(
     origin = (ref_d.min(0) + ref_d.max(0)) / 2 if len(ref_d) else np.zeros(3)
     src_label, ref_label = f"source: {names[0]}", f"reference: {names[1]}"
     states = ["after", "before"] if transform is not None else ["given"]
-    layers = [_layer(ref_label, REFERENCE_COLOR, ref_d - origin, states)]
+    layers = [_layer(ref_label, "reference", REFERENCE_COLOR, ref_d - origin, states)]
     layers.append(
-        _layer(src_label + " (as given)", SOURCE_COLOR, src_d - origin, states[1:] or states)
-    )
+        _layer(f"{src_label} (as given)", "source", SOURCE_COLOR, src_d - origin,
+               states[1:] or states)
+    )  # fmt: skip
     shown = [ref_d, src_d]
     agree_text = ""
     if transform is not None:
         moved = transform_points(src_d, transform)
-        layers.insert(1, _layer(src_label + " (moved)", SOURCE_COLOR, moved - origin, ["after"]))
+        layers.insert(
+            1, _layer(f"{src_label} (moved)", "source", SOURCE_COLOR, moved - origin, ["after"])
+        )
         shown[1] = moved
         if correspondences is not None:
             sc, rc = (np.asarray(c, np.float64).reshape(-1, 3) for c in correspondences)
@@ -143,25 +150,27 @@ def report_html(
             judge = gt if gt is not None else transform
             good = np.linalg.norm(transform_points(sc, judge) - rc, axis=1) < radius
             under = "the truth" if gt is not None else "the estimate"
-            agree_text = (
-                f"{int(good.sum())} of {len(good)} drawn correspondences within "
-                f"{format_length(radius)} under {under}"
-            )
+            within = f"within {format_length(radius)} under {under}"
+            agree_text = f"{int(good.sum())} of {len(good)} drawn correspondences {within}"
+            # drawn from where the estimate puts the source, judged by `judge`
             moved_c = transform_points(sc, transform) - origin
             rc = rc - origin
-            for name, color, which in (
-                (f"correspondence within {format_length(radius)}", INLIER_COLOR, good),
-                ("correspondence, farther", FAR_COLOR, ~good),
+            for name, group, color, which in (
+                (f"correspondence {within}", "near", INLIER_COLOR, good),
+                ("correspondence, farther", "far", FAR_COLOR, ~good),
             ):
-                lines = _segments(moved_c[which], rc[which])
-                layers.append(_layer(name, color, lines, ["after"], "lines"))
+                if which.any():
+                    lines = _segments(moved_c[which], rc[which])
+                    label = f"{name} ({int(which.sum())})"
+                    layers.append(_layer(label, group, color, lines, ["after"], "lines"))
     drawn = np.concatenate(shown) - origin
     size = 2 if max(len(src_d), len(ref_d)) > 10_000 else 3  # pixels
     data: dict[str, Any] = {"layers": layers, "states": states, "point_size": size}
     if len(drawn):
         view = view_for(drawn)
         data["view"] = {"front": view.front.tolist(), "up": view.up.tolist()}
-        data["grid"] = _grid(drawn, view.axes)
+        if float(np.ptp(drawn, axis=0).max()) > 1e-6:  # a scale for anything but one point
+            data["grid"] = _grid(drawn, view.axes)
     else:
         data["view"] = {"front": [0.0, 0.0, 1.0], "up": [0.0, 1.0, 0.0]}
     buttons = ""
@@ -188,7 +197,9 @@ def report_html(
     return _PAGE.format(
         title=html.escape(title or "pcreg"),
         buttons=buttons,
-        data=json.dumps(data).replace("</", "<\\/"),  # nothing in it may close the script
+        # no "<" at all inside the script element: "</script" would end it, "<!--<script"
+        # would make the browser read past its end tag (a file named so would blank the page)
+        data=json.dumps(data).replace("<", "\\u003c").replace(">", "\\u003e"),
         three=THREE_BUNDLE.read_text(encoding="utf-8"),
         viewer=viewer_script(),
         table=table,

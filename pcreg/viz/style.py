@@ -26,9 +26,8 @@ OUTLIER_COLOR = (0.85, 0.10, 0.10)  # red
 FAR_COLOR = (0.97, 0.72, 0.72)
 
 #: points drawn per cloud in the HTML report by default (:mod:`pcreg.viz.report`): all of a
-#: 3DMatch fragment (16-19k), a KITTI scan thinned from ~122k; a report of two such clouds
-#: draws in about 0.3 s in headless Chromium with software WebGL on 2 cores (BENCHMARKS.md,
-#: "HTML report")
+#: 3DMatch fragment (16-19k), a KITTI scan thinned from ~122k; such a report draws in about
+#: 0.5 s in headless Chromium with software WebGL on 2 cores (BENCHMARKS.md, "HTML report")
 REPORT_POINTS = 30_000
 
 

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from pcreg.viz.report import THREE_BUNDLE, nice_cell, report_html, viewer_script, write_report
-from pcreg.viz.style import REFERENCE_COLOR, SOURCE_COLOR
+from pcreg.viz.style import FAR_COLOR, INLIER_COLOR, REFERENCE_COLOR, SOURCE_COLOR, hex_color
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 FLAGS = ["--no-sandbox", "--disable-gpu", "--use-angle=swiftshader",
@@ -66,8 +66,13 @@ def test_report_is_self_contained_and_holds_each_layer_where_it_belongs(rng):
     data = _data(page)
     layers = _layers(data)
     assert data["states"] == ["after", "before"]
+    near_name = "correspondence within 10 cm under the estimate (40)"
+    far_name = "correspondence, farther (10)"
     assert set(layers) == {"reference: b.ply", "source: a.ply (moved)", "source: a.ply (as given)",
-                           "correspondence within 10 cm", "correspondence, farther"}  # fmt: skip
+                           near_name, far_name}  # fmt: skip
+    assert [layer["group"] for layer in data["layers"]] == [
+        "reference", "source", "source", "near", "far"
+    ]  # fmt: skip
     ref_layer = layers["reference: b.ply"]
     origin = (ref.min(0) + ref.max(0)) / 2
     assert ref_layer["states"] == ["after", "before"] and ref_layer["kind"] == "points"
@@ -78,8 +83,9 @@ def test_report_is_self_contained_and_holds_each_layer_where_it_belongs(rng):
     given = layers["source: a.ply (as given)"]
     assert given["states"] == ["before"]
     np.testing.assert_allclose(_xyz(given) + origin, src, atol=1e-5)
-    near, far = layers["correspondence within 10 cm"], layers["correspondence, farther"]
+    near, far = layers[near_name], layers[far_name]
     assert near["kind"] == far["kind"] == "lines" and near["states"] == ["after"]
+    assert (near["color"], far["color"]) == (hex_color(INLIER_COLOR), hex_color(FAR_COLOR))
     near_xyz, far_xyz = _xyz(near) + origin, _xyz(far) + origin
     assert len(near_xyz) == 2 * 40 and len(far_xyz) == 2 * 10  # a start and an end each
     np.testing.assert_allclose(far_xyz[1::2], corr_ref[:10], atol=1e-5)  # ends on the reference
@@ -106,6 +112,41 @@ def test_report_keeps_millimetres_of_georeferenced_coordinates(rng):
     np.testing.assert_allclose(_xyz(layers[0]) + origin, ref, atol=1e-3, rtol=0)
     np.testing.assert_allclose(_xyz(layers[1]) + origin, ref, atol=1e-3, rtol=0)  # moved
     np.testing.assert_allclose(_xyz(layers[2]) + origin, src, atol=1e-3, rtol=0)  # as given
+
+
+def test_report_judges_correspondences_by_the_truth_when_given_and_spreads_the_drawn_ones(rng):
+    """With ``gt`` the lines are judged by the truth (a wrong estimate's lines are "farther",
+    however short they look), and over ``max_lines`` the drawn ones span the whole list."""
+    src, ref, t = _pair(rng)
+    wrong = t.copy()
+    wrong[:3, 3] += [1.0, 0.0, 0.0]  # the estimate 1 m off
+    corr = (src[:1000], ref[:1000])
+    data = _data(report_html(src, ref, wrong, correspondences=corr, gt=t, max_lines=400))
+    layers = _layers(data)
+    assert "correspondence within 10 cm under the truth (400)" in layers
+    assert not any("farther" in name for name in layers)  # no empty layer
+    lines = _xyz(layers["correspondence within 10 cm under the truth (400)"])
+    origin = (ref.min(0) + ref.max(0)) / 2
+    ends = lines[1::2] + origin
+    np.testing.assert_allclose(ends[[0, -1]], ref[[0, 999]], atol=1e-5)  # first and last kept
+    np.testing.assert_allclose(lines[0::2] + origin, ends + np.array([1.0, 0, 0]), atol=1e-5)
+    page = report_html(src, ref, wrong, correspondences=corr, max_lines=400)  # no truth
+    assert "correspondence, farther (400)" in _layers(_data(page))
+
+
+def test_report_data_cannot_close_its_script_element(rng):
+    """File names go into the data block; "</script>" or "<!--<script>" in one must not end
+    or extend it (the browser test below draws such a page)."""
+    src, ref, t = _pair(rng, 50)
+    names = ("</script><!--<script>a.npy", "b&<!-- c.npy")
+    page = report_html(src, ref, t, names=names, title=" -> ".join(names))
+    block = re.search(r'id="pcreg-data">(.*?)</script>', page, re.S).group(1)
+    assert "<" not in block and ">" not in block
+    assert _layers(json.loads(block)).keys() >= {
+        f"source: {names[0]} (moved)",
+        f"reference: {names[1]}",
+    }
+    assert "&lt;/script&gt;&lt;!--&lt;script&gt;a.npy" in page  # the title, escaped
 
 
 @pytest.mark.parametrize(
@@ -143,12 +184,18 @@ def test_report_thins_large_clouds_and_stays_small(rng, tmp_path):
         write_report(tmp_path / "r.html", big[:10], big[:10], np.eye(4))
 
 
-def _colour_pixels(png: bytes, rgb: tuple[float, float, float], box: dict) -> np.ndarray:
-    """``(K, 2)`` positions of the pixels of ``png`` inside ``box`` (playwright's bounding box)
-    within 40 levels of colour ``rgb`` (0-1)."""
+def _colour_pixels(
+    png: bytes, rgb: tuple[float, float, float], box: dict, legend: dict | None = None
+) -> np.ndarray:
+    """``(K, 2)`` positions (row, column) of the pixels of ``png`` inside ``box`` (playwright's
+    bounding box of the canvas), outside ``legend`` (the legend's box over it, whose swatches
+    have the clouds' colours), within 40 levels of colour ``rgb`` (0-1)."""
     from PIL import Image
 
     image = np.asarray(Image.open(io.BytesIO(png)).convert("RGB")).astype(int)
+    if legend is not None:
+        x, y = int(legend["x"]), int(legend["y"])
+        image[y : y + int(legend["height"]) + 1, x : x + int(legend["width"]) + 1] = 255
     x0, y0 = int(box["x"]), int(box["y"])
     image = image[y0 : y0 + int(box["height"]), x0 : x0 + int(box["width"])]
     want = np.round(np.asarray(rgb) * 255).astype(int)
@@ -207,6 +254,68 @@ def test_report_draws_in_headless_chromium_offline(rng, tmp_path):
     given_gap = np.linalg.norm(pixels["before", "src"].mean(0) - ref_centre)
     assert moved_gap < 40 < given_gap, (moved_gap, given_gap)
     assert took < 60
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed")
+def test_report_viewer_controls_and_awkward_pages_in_chromium(rng, tmp_path):
+    """The legend's box hides its group, the slider enlarges the points, the aligned view is
+    fitted to the aligned clouds even when the source is given 5 km away, a one-point pair
+    is on screen, and file names made of markup do not break the page."""
+    playwright = pytest.importorskip("playwright.sync_api")
+    _, ref, t = _pair(rng)
+    src, _, _ = _pair(np.random.default_rng(7))  # another sampling: both colours show aligned
+    far_src = src + np.array([5000.0, 0.0, 0.0])  # as given, 5 km away
+    far_t = t.copy()
+    far_t[:3, 3] -= t[:3, :3] @ [5000.0, 0.0, 0.0]
+    names = ("</script><!--<script>a.npy", "b.npy")
+    one = ref[:1] + np.array([0.01, 0.0, 0.0])  # one point each, 1 cm apart
+    pages = {
+        "far": write_report(tmp_path / "far.html", far_src, ref, far_t),
+        "one": write_report(tmp_path / "one.html", one, ref[:1], np.eye(4)),
+        "same": write_report(tmp_path / "same.html", ref[:1], ref[:1], np.eye(4)),
+        "markup": write_report(tmp_path / "markup.html", src, ref, t, names=names,
+                               facts={"method": "geotransformer"}),
+    }  # fmt: skip
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        errors: list[str] = []
+        shots, texts = {}, {}
+        for name, path in pages.items():
+            page = browser.new_page(viewport={"width": 1000, "height": 800})
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.goto(path.as_uri(), wait_until="load")
+            page.wait_for_function("() => document.body.dataset.drawn === '1'", timeout=60_000)
+            box = page.locator("canvas").bounding_box()
+            legend = page.locator("#pcreg-legend").bounding_box()
+            shots[name] = page.screenshot()
+            texts[name] = page.inner_text("body")
+            if name == "far":
+                page.fill("#pcreg-size", "8")
+                page.dispatch_event("#pcreg-size", "input")
+                shots["big"] = page.screenshot()
+                page.check("#pcreg-legend input[data-group=source]")  # already on: no change
+                page.uncheck("#pcreg-legend input[data-group=source]")
+                shots["hidden"] = page.screenshot()
+                page.click("button[data-state=before]")  # 5 km apart: the camera re-fits
+                shots["before"] = page.screenshot()
+                far_box = box
+            page.close()
+        browser.close()
+    assert errors == []
+    src_px = {k: len(_colour_pixels(v, SOURCE_COLOR, far_box, legend)) for k, v in shots.items()}
+    ref_px = {k: len(_colour_pixels(v, REFERENCE_COLOR, far_box, legend)) for k, v in shots.items()}
+    # aligned, fitted to the aligned clouds: both fill the view (not a dot in a corner)
+    spread = np.ptp(_colour_pixels(shots["far"], REFERENCE_COLOR, far_box, legend), axis=0)
+    assert spread.min() > 200, spread
+    assert src_px["big"] > 2 * src_px["far"] and ref_px["big"] > 2 * ref_px["far"]
+    assert src_px["hidden"] == 0 and ref_px["hidden"] > 0.5 * ref_px["big"]
+    assert src_px["before"] == 0  # the source stays hidden as given, too
+    assert ref_px["before"] > 0  # both clouds in view, 5 km apart: the reference is a speck
+    assert src_px["one"] > 0 and ref_px["one"] > 0  # one point each, 1 cm apart: in view
+    assert src_px["same"] > 0  # the same one point twice (no extent at all): still drawn
+    assert "geotransformer" in texts["markup"] and names[0] in texts["markup"]
+    assert len(_colour_pixels(shots["markup"], SOURCE_COLOR, far_box, legend)) > 500
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed")
