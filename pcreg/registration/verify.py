@@ -190,7 +190,9 @@ def verify(
     placements = np.concatenate(
         [transform[None], transform @ perturbations(s, STEP_RADII * radius)]
     )  # (13, 4, 4): the estimate, then the 12 perturbations
-    moved = np.einsum("tij,nj->tni", placements[:, :3, :3], s) + placements[:, None, :3, 3]
+    # (13, N, 3): s R^T + t for each placement, as one batched GEMM (numpy's einsum of the
+    # same product took 9 ms on a room's pair, this 1-2 ms)
+    moved = s[None] @ placements[:, :3, :3].transpose(0, 2, 1) + placements[:, None, :3, 3]
     dist, _ = tree.query(
         moved.reshape(-1, 3), distance_upper_bound=radius, workers=current_threads()
     )

@@ -51,6 +51,18 @@ def test_choice_takes_the_free_cores(monkeypatch) -> None:
     assert threads._choose(8) == 2
 
 
+def test_one_thread_is_chosen_without_reading_the_load(monkeypatch) -> None:
+    """A batch worker runs one thread: nothing to fit, so the ~2 ms load reading is skipped."""
+
+    def reading() -> int:
+        raise AssertionError("the load was read")
+
+    monkeypatch.setattr(threads, "busy_elsewhere", reading)
+    assert threads._choose(1) == 1
+    with pytest.raises(AssertionError, match="was read"):
+        threads._choose(2)
+
+
 def _spinners(n: int) -> list[subprocess.Popen]:
     code = "while True: pass"
     return [subprocess.Popen([sys.executable, "-c", code]) for _ in range(n)]
