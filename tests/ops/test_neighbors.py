@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 
 import pytest
 import torch
@@ -190,4 +191,41 @@ def test_bad_inputs_raise():
 def test_auto_rule():
     expected_cpu = "open3d" if "open3d" in available_backends() else "torch"
     assert resolve_backend("auto", "cpu") == expected_cpu
-    assert resolve_backend("auto", "cuda") == ("keops" if HAS_KEOPS else "torch")
+    if not torch.cuda.is_available():  # KeOps only where it runs on the GPU (checked below)
+        assert resolve_backend("auto", "cuda") == "torch"
+
+
+@pytest.mark.skipif(not HAS_KEOPS, reason="pykeops not installed")
+def test_keops_is_picked_on_cuda_only_where_its_check_passes(monkeypatch, tmp_path, caplog):
+    """A broken KeOps / CUDA pairing kills the process (a segmentation fault, not an error),
+    so ``auto`` runs a check in a child process once and remembers the verdict on disk: a
+    check that crashes or fails means the torch backend, with one warning saying why."""
+    import logging
+
+    from pcreg.ops.neighbors import _keops
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    crash = "import ctypes; ctypes.string_at(0)"  # what a broken KeOps does to its process
+    cases = [("crash", crash, False, "crashed (SIGSEGV)"),
+             ("fail", "raise SystemExit('no nvrtc here')", False, "failed: no nvrtc here"),
+             ("pass", "print('keops-ok')", True, "")]  # fmt: skip
+    for name, probe, runs, why in cases:
+        monkeypatch.setattr(_keops, "_probe_key", lambda name=name: f"test GPU {name}")
+        monkeypatch.setattr(_keops, "PROBE", probe)
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="pcreg.ops.neighbors"):
+            assert resolve_backend("auto", "cuda") == ("keops" if runs else "torch"), name
+            assert resolve_backend("auto", "cuda") == ("keops" if runs else "torch"), name
+        warnings = [r.getMessage() for r in caplog.records if "KeOps does not run" in r.message]
+        assert len(warnings) == (0 if runs else 1) and all(why in w for w in warnings), warnings
+        assert _keops.cuda_verdict() == (runs, f"its check {why}" if why else "")
+    # remembered on disk: a new process (the in-process memo cleared) runs no check
+    monkeypatch.setattr(_keops, "_VERDICTS", {})
+    monkeypatch.setattr(_keops, "PROBE", "raise SystemExit('must not run')")
+    monkeypatch.setattr(_keops, "_probe_key", lambda: "test GPU crash")
+    assert _keops.cuda_verdict() == (False, "its check crashed (SIGSEGV)")
+    saved = json.loads((tmp_path / "pcreg" / "keops-cuda-probe.json").read_text())
+    assert saved["test GPU pass"] == {"ok": True, "why": ""}
+    # an explicit choice is not second-guessed
+    assert resolve_backend("keops", "cuda") == "keops"

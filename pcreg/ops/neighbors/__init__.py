@@ -21,6 +21,7 @@ with distances recomputed or reported by direct differences, never the float32 e
 
 from __future__ import annotations
 
+import logging
 from types import ModuleType
 
 import torch
@@ -32,6 +33,8 @@ from pcreg.ops.neighbors._common import Neighbors, check_inputs, finalize, run_b
 __all__ = ["BACKENDS", "Neighbors", "available_backends", "knn", "radius_search", "resolve_backend"]
 
 _MODULES: dict[str, ModuleType] = {m.NAME: m for m in (_reference, _torch, _open3d, _keops)}
+logger = logging.getLogger(__name__)
+_WARNED: set[str] = set()  # one warning per reason and process
 BACKENDS = tuple(_MODULES)
 
 
@@ -47,7 +50,10 @@ def resolve_backend(backend: str, device: torch.device | str) -> str:
     the fastest method at 20k and 100k points, brute force is 10-100x slower; KeOps brute
     force only pays off on a GPU):
 
-    * CUDA tensors: ``keops`` if pykeops is installed, else ``torch``;
+    * CUDA tensors: ``keops`` if pykeops is installed and runs on this GPU, else ``torch``
+      (a broken KeOps / CUDA pairing crashes the process instead of raising, so whether it
+      runs is checked once in a child process: :func:`~pcreg.ops.neighbors._keops.cuda_verdict`;
+      ``backend="keops"`` skips the check);
     * CPU tensors: ``open3d`` if installed, else ``torch``.
     """
     if backend != "auto":
@@ -61,7 +67,16 @@ def resolve_backend(backend: str, device: torch.device | str) -> str:
             )
         return backend
     if torch.device(device).type == "cuda":
-        return "keops" if _keops.is_available() else "torch"
+        if not _keops.is_available():
+            return "torch"
+        runs, why = _keops.cuda_verdict()
+        if not runs and why not in _WARNED:
+            _WARNED.add(why)
+            logger.warning(
+                "KeOps does not run on this GPU (%s): neighbor search uses the slower torch "
+                "backend", why,
+            )  # fmt: skip
+        return "keops" if runs else "torch"
     return "open3d" if _open3d.is_available() else "torch"
 
 
