@@ -32,6 +32,7 @@ OUTPUTS = (
     "result.json",
     "alignment.png",
     "correspondences.png",
+    "report.html",
     "src.ply",
     "ref.ply",
     "gt.txt",
@@ -221,6 +222,21 @@ def run_demo(
         ],
         title=f"{label}: {result.num_correspondences} correspondences",
         legend=pair_legend("src.ply", "ref.ply") + correspondence_legend(radius, truth=True),
+        overwrite=force,
+    )
+    from pcreg.viz.report import result_facts, write_report
+
+    write_report(
+        out / "report.html",
+        src,
+        ref,
+        result.transform,
+        names=("src.ply", "ref.ply"),
+        correspondences=(result.src_corr_points, result.ref_corr_points),
+        radius=radius,
+        gt=gt,
+        facts={"pair": description, **result_facts(result, record)},
+        title=f"{description}: {label}",
         overwrite=force,
     )
     matrix = "\n".join("  " + " ".join(f"{v: .5f}" for v in row) for row in result.transform)

@@ -37,6 +37,8 @@ def test_demo_generated_pair_with_fpfh_ransac_writes_everything(tmp_path):
     for name in ("alignment.png", "correspondences.png"):
         png = (tmp_path / "out" / name).read_bytes()
         assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 20_000  # a rendering, not blank
+    page = (tmp_path / "out/report.html").read_text()  # the interactive page, same result
+    assert "reference: ref.ply" in page and f"{record['rre_deg']:.3f} deg" in page
     np.testing.assert_allclose(gt, np.array(record["gt_transform"]), atol=1e-9)
     # the written pair and truth are consistent: most of src moved by gt lands on ref
     ref = read_points(tmp_path / "out/ref.ply")
