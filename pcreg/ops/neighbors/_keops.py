@@ -75,7 +75,6 @@ s = torch.rand(500, 3, device="cuda")
 idx, _, _ = _keops.knn(q, s, 4)
 exact = torch.cdist(q, s).topk(4, largest=False).indices
 assert (idx.sort(1).values == exact.sort(1).values).float().mean() > 0.99
-print("keops-ok")
 """
 #: the first run compiles KeOps's engine and the formula (tens of seconds); later ones reuse
 #: its cache
@@ -128,7 +127,7 @@ def cuda_verdict(timeout_s: float = PROBE_TIMEOUT_S) -> tuple[bool, str]:
             [sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=timeout_s,
             env=env,
         )  # fmt: skip
-        if run.returncode == 0 and "keops-ok" in run.stdout:
+        if run.returncode == 0:  # the probe ran KeOps and its neighbors were torch's
             verdict = (True, "")
         elif run.returncode < 0:
             verdict = (False, f"its check crashed ({_signal_name(-run.returncode)})")
