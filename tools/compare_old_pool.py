@@ -1,22 +1,25 @@
 """Ray against the process pool it replaced, both running today's pipeline, in one run.
 
-    python tools/compare_old_pool.py GEN [--pairs 56 112] [--rounds 3] [--workers 2]
+    python tools/compare_old_pool.py GEN [--pairs 112] [--rounds 5] [--workers 2]
 
 GEN: a generated indoor set (``python tools/generate_synthetic.py indoor GEN --split val
 --scenes 4 --seed 1000000``). The old pool (``WorkerPool``, deleted when pcreg moved to Ray) is
 read from this repository's history (``git show accb911^:pcreg/registration/workers.py``) into
 a temporary module; it and :class:`pcreg.batch.runner.RayRunner` register the same in-memory
 pairs with the shipped ``indoor`` network, one torch thread per worker, no ICP (what ``pcreg
-evaluate workers=N`` runs). Each (runner, pair count) runs in its own process, the runners
-taking turns within every round. Printed: a JSON line per run (start, map, close and total
-seconds, pairs registered), then per round each runner's marginal rate: the pairs between the
-two counts over the difference of their ``map`` times (start-up excluded).
+evaluate workers=N`` runs). Each run is its own process, the runners taking turns within
+every round. A run starts its runner, registers the first ``2 x workers`` pairs (every worker
+process then has imported torch, built its network and made its first, slower call), then
+times ``map`` over the ``--pairs`` pairs. Printed: a JSON line per run (start, warm-up, map,
+close and total seconds, pairs registered), then per round each runner's pairs/s over the
+timed ``map`` and Ray's ratio to the pool, and their medians.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -50,19 +53,22 @@ def run_one(runner: str, gen: Path, n: int, workers: int, pool_dir: str) -> dict
         context = RayRunner(BatchOptions(model=model, icp=False, retain_heap=True), workers=workers)
     with context as running:
         t1 = time.perf_counter()
-        results = running.map(pairs)
+        running.map(pairs[: 2 * workers])  # every worker warm
         t2 = time.perf_counter()
-    t3 = time.perf_counter()
-    return {"runner": runner, "pairs": n, "start_s": round(t1 - t0, 2), "map_s": round(t2 - t1, 2),
-            "close_s": round(t3 - t2, 2), "total_s": round(t3 - t0, 2),
+        results = running.map(pairs)
+        t3 = time.perf_counter()
+    t4 = time.perf_counter()
+    return {"runner": runner, "pairs": n, "start_s": round(t1 - t0, 2), "warm_s": round(t2 - t1, 2),
+            "map_s": round(t3 - t2, 2), "close_s": round(t4 - t3, 2), "total_s": round(t4 - t0, 2),
+            "pairs_per_s": round(n / (t3 - t2), 3),
             "registered": sum(bool(r.registered) for r in results)}  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("gen", type=Path)
-    parser.add_argument("--pairs", type=int, nargs=2, default=[56, 112])
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--pairs", type=int, default=112)
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--one", nargs=3, metavar=("RUNNER", "N", "POOL_DIR"), help="internal")
     args = parser.parse_args(argv)
@@ -78,20 +84,21 @@ def main(argv: list[str] | None = None) -> int:
         rows = []
         for _ in range(args.rounds):
             for runner in ("pool", "ray"):
-                for n in args.pairs:
-                    out = subprocess.run(
-                        [sys.executable, __file__, str(args.gen), "--workers", str(args.workers),
-                         "--one", runner, str(n), pool_dir],
-                        check=True, capture_output=True, text=True,
-                    ).stdout  # fmt: skip
-                    rows.append(json.loads(out.strip().splitlines()[-1]))
-                    print(json.dumps(rows[-1]), flush=True)
-    small, large = args.pairs
-    for r in range(args.rounds):
-        for runner in ("pool", "ray"):
-            mine = [x for x in rows if x["runner"] == runner][2 * r : 2 * r + 2]
-            rate = (large - small) / (mine[1]["map_s"] - mine[0]["map_s"])
-            print(f"round {r + 1} {runner}: {rate:.2f} pairs/s marginal")
+                out = subprocess.run(
+                    [sys.executable, __file__, str(args.gen), "--workers", str(args.workers),
+                     "--one", runner, str(args.pairs), pool_dir],
+                    check=True, capture_output=True, text=True,
+                ).stdout  # fmt: skip
+                rows.append(json.loads(out.strip().splitlines()[-1]))
+                print(json.dumps(rows[-1]), flush=True)
+    pool = [x["pairs_per_s"] for x in rows if x["runner"] == "pool"]
+    ray = [x["pairs_per_s"] for x in rows if x["runner"] == "ray"]
+    for r, (a, b) in enumerate(zip(pool, ray, strict=True)):
+        print(f"round {r + 1}: pool {a:.2f} pairs/s, Ray {b:.2f} pairs/s, Ray / pool {b / a:.3f}")
+    ratios = [b / a for a, b in zip(pool, ray, strict=True)]
+    spread = f"{min(ratios):.3f}-{max(ratios):.3f}"
+    print(f"median: pool {statistics.median(pool):.2f}, Ray {statistics.median(ray):.2f} pairs/s, "
+          f"Ray / pool {statistics.median(ratios):.3f} (rounds {spread})")  # fmt: skip
     return 0
 
 

@@ -2,7 +2,8 @@
 
 One registration keeps about one core busy (thousands of small ops that torch's thread pool
 splits poorly), so throughput comes from registering pairs side by side: one Ray task per
-pair, one CPU and one torch thread each. Ray schedules the tasks over every CPU of the cluster
+pair and one CPU each, with the node's cores per Ray CPU as torch threads
+(:func:`threads_per_cpu`). Ray schedules the tasks over every CPU of the cluster
 it is connected to: a local one it starts itself (all cores of this machine, or ``workers``),
 or an existing one (``address``, or ``RAY_ADDRESS``: ``ray start --head`` on one machine,
 ``ray start --address=HEAD:PORT`` on the others).
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
     from pcreg.registration.pipeline import Registration
     from pcreg.registration.result import RegistrationResult
 
-__all__ = ["BatchOptions", "RayRunner", "largest_first"]
+__all__ = ["BatchOptions", "RayRunner", "largest_first", "threads_per_cpu"]
 
 logger = logging.getLogger(__name__)
 
@@ -79,6 +80,25 @@ def largest_first(sizes: Sequence[float]) -> list[int]:
     return sorted(range(len(sizes)), key=lambda i: -sizes[i])
 
 
+#: arguments and results up to this size travel inside the task's own message on a local cluster
+#: started here, not through the shared-memory object store (Ray's default limit: 100 KB).
+#: A room's pair of clouds is ~0.5 MB; through the store each task cost the driver and the
+#: raylet ~10 ms of CPU in object bookkeeping and left its worker waiting for it. Measured on
+#: the 2-core AMD EPYC, 40 tasks of 0.25 s busy work with a generated room's pair as arguments
+#: on 2 CPUs: 5.31-5.36 s through the store, 5.19-5.20 s inlined, 5.15-5.18 s without
+#: arguments (ideal 5.0). An existing cluster keeps its own setting.
+INLINE_BYTES = 8 << 20
+
+#: Ray's settings for a local cluster started here: the inlined size above, and no metrics
+#: collection (their consumer, the dashboard, is not started): idle, the workers' and the
+#: raylet's background work then took 0.84 s of CPU in 20 s against 0.98 s with it (all of
+#: Ray's processes on the 2-core EPYC, one reading each; every such second is taken from the
+#: registrations when all cores are busy).
+LOCAL_SYSTEM_CONFIG = {
+    "max_direct_call_object_size": INLINE_BYTES,
+    "enable_metrics_collection": False,
+}
+
 # -- the worker side ------------------------------------------------------------------------
 
 _PIPELINES: dict[str, Registration] = {}
@@ -98,7 +118,7 @@ def _worker_pipeline(options: BatchOptions, networks: dict[str, Any]) -> Registr
     from pcreg.registration.network import Registrar
     from pcreg.registration.search import SearchConfig
 
-    torch.set_num_threads(1)
+    torch.set_num_threads(_node_threads())
     if options.retain_heap:
         retain_freed_memory()
     cache: dict[str, LoadedNetwork] = {}
@@ -120,6 +140,30 @@ def _worker_pipeline(options: BatchOptions, networks: dict[str, Any]) -> Registr
     return pipe
 
 
+def threads_per_cpu(cores: int, cpus: float) -> int:
+    """torch threads for a task of one Ray CPU on a node of ``cores`` usable cores that offers
+    Ray ``cpus`` CPUs: the cores per CPU, at least one. A local cluster of 2 CPUs on 2 cores
+    runs one thread per task; one of 1 CPU (``workers=1``) gives its one task both cores: on
+    the generated indoor set (2-core AMD EPYC) one task of one thread registered 1.85-1.86
+    pairs/s against 2.29-2.32 for the old process pool, whose single worker ran two. Each
+    registration still fits its threads to the cores free when it starts
+    (:func:`pcreg.engine.threads.fitted_threads`), which keeps nodes that share a machine (as
+    in the tests: two nodes of one CPU on two cores) from oversubscribing it, except when
+    two registrations start within the same few milliseconds."""
+    return max(1, int(cores) // max(1, int(cpus)))
+
+
+def _node_threads() -> int:
+    """:func:`threads_per_cpu` for the node this Ray worker runs on."""
+    import ray
+
+    from pcreg.engine.threads import usable_cores
+
+    here = ray.get_runtime_context().get_node_id()
+    cpus = next((n["Resources"].get("CPU", 1.0) for n in ray.nodes() if n["NodeID"] == here), 1)
+    return threads_per_cpu(usable_cores(), cpus)
+
+
 def register_file(job: dict, options: BatchOptions, networks: dict) -> dict:
     """A Ray task: register the files of one manifest pair; its ``results.jsonl`` row."""
     start = time.perf_counter()
@@ -128,6 +172,7 @@ def register_file(job: dict, options: BatchOptions, networks: dict) -> dict:
         pipe = _worker_pipeline(options, networks)
         src, ref = _read(job["src"], options.nan_policy), _read(job["ref"], options.nan_policy)
         result = pipe(src, ref, (job["src"], job["ref"]))
+        _read_load_for_the_next_pair()
     except InputError as err:
         return {**row, "status": "failed", "registered": False, "error": str(err)}
     row.update(result.to_dict(), status="ok", registered=result.registered)
@@ -154,7 +199,20 @@ def _read(path: str, nan_policy: str = "error") -> np.ndarray:
 
 def register_arrays(src: np.ndarray, ref: np.ndarray, options: BatchOptions, networks: dict):
     """A Ray task: register one in-memory pair; its :class:`RegistrationResult`."""
-    return _worker_pipeline(options, networks)(src, ref)
+    result = _worker_pipeline(options, networks)(src, ref)
+    _read_load_for_the_next_pair()
+    return result
+
+
+def _read_load_for_the_next_pair() -> None:
+    """A worker of more than one thread reads the load for its next pair now, while its
+    cluster's own processes are quiet (:func:`pcreg.engine.threads.read_load_ahead`)."""
+    import torch
+
+    if torch.get_num_threads() > 1:
+        from pcreg.engine.threads import read_load_ahead
+
+        read_load_ahead()
 
 
 # -- the driver side ------------------------------------------------------------------------
@@ -213,6 +271,7 @@ class RayRunner:
                     num_cpus=workers or os.cpu_count() or 1,
                     include_dashboard=False,
                     object_store_memory=1 << 30,
+                    _system_config=LOCAL_SYSTEM_CONFIG,
                     **kwargs,
                 )
         self.cpus = int(ray.cluster_resources().get("CPU", 1))

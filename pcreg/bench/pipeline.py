@@ -265,8 +265,8 @@ def _throughput_worker(pairs: list[dict], model: str, runs: int, workers: int = 
     """Pairs per second of the network on four pairs: one after another (with torch's threads
     and with one thread, which shows how much of the CPU a single registration uses), as one
     batch in this process, and over a local Ray cluster of 1 and of ``workers`` CPUs
-    (:class:`~pcreg.batch.runner.RayRunner`: one Ray task per pair, one torch thread each; the
-    cluster started before timing, its start reported)."""
+    (:class:`~pcreg.batch.runner.RayRunner`: one Ray task per pair, the cores per Ray CPU as
+    its torch threads; the cluster started before timing, its start reported)."""
     import torch
 
     from pcreg.api import pipeline
@@ -500,6 +500,8 @@ def _refit_table(refit: dict, rows: list[dict]) -> list[str]:
 
 def _throughput_table(results: dict) -> list[str]:
     """Markdown lines: batch throughput per setting, with the perfect-scaling ceiling."""
+    from pcreg.batch.runner import threads_per_cpu
+
     lines = [
         "",
         "Batch throughput of the network (four pairs of the setting, clouds in memory; "
@@ -507,7 +509,8 @@ def _throughput_table(results: dict) -> list[str]:
         "threads and with one thread (their ratio is how much a single registration gains "
         "from the other cores). Batch 4: `Registration.batch` in this process (one padded "
         "forward pass; the indoor search runs pair by pair), and on a local Ray cluster of 1 "
-        "and of 2 CPUs, one task of one torch thread per pair (`pcreg.batch.runner.RayRunner`, "
+        "and of 2 CPUs, one task per pair with the cores per Ray CPU as its torch threads "
+        "(`pcreg.batch.runner.RayRunner`, "
         "what `pcreg batch` runs; the cluster's start, excluded, is its own column). Ceiling: "
         "what the workers would give "
         "with perfect scaling, min(workers, cores) x the one-thread rate, over batch 1; "
@@ -522,10 +525,11 @@ def _throughput_table(results: dict) -> list[str]:
     for setting, t in results["throughput"].items():
         b1, one = t["batch1_pairs_per_s"], t["batch1_one_thread_pairs_per_s"]
         perfect = min(t["workers"], t.get("cores") or t["workers"]) * one
+        per_task = threads_per_cpu(t.get("cores") or t["workers"], t["workers"])
         lines.append(
             f"| {setting} | `{Path(t['model']).name}` | {b1:.2f} ({t['threads']} threads); "
             f"{one:.2f} | {t['batch4_pairs_per_s']:.2f} | {t['ray1_pairs_per_s']:.2f} | "
-            f"{t['batch4_workers_pairs_per_s']:.2f} ({t['workers']} x 1 thread) | "
+            f"{t['batch4_workers_pairs_per_s']:.2f} ({t['workers']} x {per_task} thread) | "
             f"{t['batch4_pairs_per_s'] / b1:.2f}x; "
             f"**{t['batch4_workers_pairs_per_s'] / b1:.2f}x** | {perfect / b1:.2f}x; "
             f"{t['batch4_workers_pairs_per_s'] / perfect:.0%} | {t['pool_start_s']:.1f} | "

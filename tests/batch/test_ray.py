@@ -206,3 +206,20 @@ def test_a_worker_killed_mid_pair_has_its_pair_retried(cluster, manifest, tmp_pa
     _check_every_pair_once_and_right(rows)  # the pair it held was run again, and right
     assert all(not r["worker"].endswith(f":{victim}") for r in rows)
     assert np.isfinite([r["time_s"] for r in rows]).all()
+
+
+def test_a_task_runs_its_node_cores_per_ray_cpu(cluster):
+    """Each node offers Ray one CPU on this machine's cores, so a task may use them all (the
+    registration then fits its threads to the cores that are free)."""
+    from pcreg.engine.threads import usable_cores
+
+    address, env = cluster
+    code = (
+        f"import ray, logging; ray.init(address={address!r}, logging_level=logging.ERROR); "
+        "from pcreg.batch.runner import _node_threads; "
+        "print(ray.get(ray.remote(num_cpus=1)(_node_threads).remote()))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, timeout=120)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert int(out.stdout.strip().splitlines()[-1]) == usable_cores()  # cores // 1 CPU

@@ -63,6 +63,29 @@ def test_one_thread_is_chosen_without_reading_the_load(monkeypatch) -> None:
         threads._choose(2)
 
 
+def test_a_reading_taken_ahead_serves_the_next_choice_once(monkeypatch) -> None:
+    """A Ray worker reads the load between pairs; the next registration uses that reading
+    (once, and only while it is fresh) instead of one taken as it starts."""
+    monkeypatch.setattr(threads, "usable_cores", lambda: 2)
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(threads, "_ahead", None)
+    monkeypatch.setattr(threads, "busy_elsewhere", lambda: 0)  # quiet between pairs
+    threads.read_load_ahead()
+    monkeypatch.setattr(threads, "busy_elsewhere", lambda: 1)  # the burst at the next start
+    assert threads._choose(2) == 2  # the reading taken ahead
+    assert threads._choose(2) == 1  # used up: read now
+    threads.read_load_ahead()  # reads 1 busy thread
+    monkeypatch.setattr(threads, "busy_elsewhere", lambda: 0)
+    assert threads._choose(2) == 1
+    clock = [100.0]
+    monkeypatch.setattr(threads.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(threads, "busy_elsewhere", lambda: 1)
+    threads.read_load_ahead()
+    clock[0] += threads.AHEAD_S + 0.1  # stale: read now
+    monkeypatch.setattr(threads, "busy_elsewhere", lambda: 0)
+    assert threads._choose(2) == 2
+
+
 def _spinners(n: int) -> list[subprocess.Popen]:
     code = "while True: pass"
     return [subprocess.Popen([sys.executable, "-c", code]) for _ in range(n)]
