@@ -6,8 +6,9 @@ GEN: a generated indoor set (``python tools/generate_synthetic.py indoor GEN --s
 --scenes 4 --seed 1000000``). The old pool (``WorkerPool``, deleted when pcreg moved to Ray) is
 read from this repository's history (``git show accb911^:pcreg/registration/workers.py``) into
 a temporary module; it and :class:`pcreg.batch.runner.RayRunner` register the same in-memory
-pairs with the shipped ``indoor`` network, one torch thread per worker, no ICP (what ``pcreg
-evaluate workers=N`` runs). Each run is its own process, the runners taking turns within
+pairs with the shipped ``indoor`` network and no ICP (what ``pcreg evaluate workers=N``
+runs), each worker on the same torch threads: the pool's ``cores // workers``, Ray's cores per
+Ray CPU. Each run is its own process, the runners taking turns within
 every round. A run starts its runner, registers the first ``2 x workers`` pairs (every worker
 process then has imported torch, built its network and made its first, slower call), then
 times ``map`` over the ``--pairs`` pairs. Printed: a JSON line per run (start, warm-up, map,
@@ -60,7 +61,7 @@ def run_one(runner: str, gen: Path, n: int, workers: int, pool_dir: str) -> dict
     t4 = time.perf_counter()
     return {"runner": runner, "pairs": n, "start_s": round(t1 - t0, 2), "warm_s": round(t2 - t1, 2),
             "map_s": round(t3 - t2, 2), "close_s": round(t4 - t3, 2), "total_s": round(t4 - t0, 2),
-            "pairs_per_s": round(n / (t3 - t2), 3),
+            "pairs_per_s": round(len(pairs) / (t3 - t2), 3),
             "registered": sum(bool(r.registered) for r in results)}  # fmt: skip
 
 

@@ -154,14 +154,17 @@ def threads_per_cpu(cores: int, cpus: float) -> int:
 
 
 def _node_threads() -> int:
-    """:func:`threads_per_cpu` for the node this Ray worker runs on."""
+    """:func:`threads_per_cpu` for the node this Ray worker runs on; 1 where Ray does not
+    list the node or its CPUs."""
     import ray
 
     from pcreg.engine.threads import usable_cores
 
     here = ray.get_runtime_context().get_node_id()
-    cpus = next((n["Resources"].get("CPU", 1.0) for n in ray.nodes() if n["NodeID"] == here), 1)
-    return threads_per_cpu(usable_cores(), cpus)
+    node = next((n for n in ray.nodes() if n.get("NodeID") == here), None)
+    if node is None or "CPU" not in node.get("Resources", {}):
+        return 1  # unknown share: one thread, which never oversubscribes the node
+    return threads_per_cpu(usable_cores(), node["Resources"]["CPU"])
 
 
 def register_file(job: dict, options: BatchOptions, networks: dict) -> dict:

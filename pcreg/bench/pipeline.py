@@ -310,7 +310,9 @@ def _throughput_worker(pairs: list[dict], model: str, runs: int, workers: int = 
         else:
             out["batch4_workers_pairs_per_s"], out["pool_start_s"] = rate_n, started
             out["peak_mib_worker"] = max(peaks) if peaks else None
-    out.update(workers=workers, threads=threads, cores=os.cpu_count())
+    from pcreg.engine.threads import usable_cores
+
+    out.update(workers=workers, threads=threads, cores=usable_cores())
     return out
 
 

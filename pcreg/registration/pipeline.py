@@ -305,8 +305,8 @@ class Registration:
         self, src: np.ndarray, ref: np.ndarray, names: tuple[str, str] = ("src", "ref")
     ) -> RegistrationResult:
         """Register ``src (N, 3)`` onto ``ref (M, 3)`` (metres, validated arrays); ``names``
-        label them in errors. torch and Open3D run on the cores free at the start
-        (:func:`~pcreg.engine.threads.fitted_threads`)."""
+        label them in errors. torch and Open3D run on the cores free at the start, or just
+        before it (:func:`~pcreg.engine.threads.fitted_threads`)."""
         with fitted_threads(_LIBRARIES[self.method == "fpfh-ransac"]):
             return self._register(src, ref, names)
 

@@ -17,3 +17,36 @@ def test_a_task_gets_its_share_of_the_node_cores(cores, cpus, threads):
 
 def test_pairs_go_largest_first_ties_in_input_order():
     assert largest_first([3, 9, 3, 12, 9]) == [3, 1, 4, 0, 2]
+
+
+@pytest.mark.parametrize(
+    ("nodes", "threads"),
+    [
+        (
+            [
+                {"NodeID": "other", "Resources": {"CPU": 8.0}},
+                {"NodeID": "me", "Resources": {"CPU": 2.0}},
+            ],
+            4,
+        ),
+        ([{"NodeID": "me", "Resources": {"CPU": 8.0}}], 1),
+        ([{"NodeID": "other", "Resources": {"CPU": 1.0}}], 1),  # this node not listed
+        ([{"NodeID": "me", "Resources": {}}], 1),  # no CPUs listed
+    ],
+)
+def test_a_worker_reads_its_own_node(monkeypatch, nodes, threads):
+    """The share is this worker's node's (8 cores here); a node Ray does not list, or lists
+    without CPUs, gets one thread, which never oversubscribes it."""
+    import ray
+
+    from pcreg.batch import runner
+    from pcreg.engine import threads as engine_threads
+
+    class Context:
+        def get_node_id(self) -> str:
+            return "me"
+
+    monkeypatch.setattr(ray, "get_runtime_context", Context)
+    monkeypatch.setattr(ray, "nodes", lambda: nodes)
+    monkeypatch.setattr(engine_threads, "usable_cores", lambda: 8)
+    assert runner._node_threads() == threads

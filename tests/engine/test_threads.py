@@ -78,7 +78,7 @@ def test_a_reading_taken_ahead_serves_the_next_choice_once(monkeypatch) -> None:
     monkeypatch.setattr(threads, "busy_elsewhere", lambda: 0)
     assert threads._choose(2) == 1
     clock = [100.0]
-    monkeypatch.setattr(threads.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(threads, "_clock", lambda: clock[0])
     monkeypatch.setattr(threads, "busy_elsewhere", lambda: 1)
     threads.read_load_ahead()
     clock[0] += threads.AHEAD_S + 0.1  # stale: read now
