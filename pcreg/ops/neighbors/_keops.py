@@ -16,6 +16,9 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from pcreg._fs import atomic_output
+from pcreg.errors import InputError
+
 NAME = "keops"
 
 INSTALL_HINT = "pip install pykeops (needs a C++ compiler; nvcc for CUDA)"
@@ -140,10 +143,9 @@ def cuda_verdict(timeout_s: float = PROBE_TIMEOUT_S) -> tuple[bool, str]:
     known[key] = {"ok": verdict[0], "why": verdict[1]}
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(known, indent=1))
-        tmp.replace(path)
-    except OSError:  # a read-only home: the verdict holds for this process only
+        with atomic_output(path, overwrite=True) as tmp:
+            tmp.write_text(json.dumps(known, indent=1))
+    except (OSError, InputError):  # a read-only home: the verdict holds for this process only
         pass
     return verdict
 
