@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from pcreg.io import read_points, validate_points
+from pcreg.registration.checks import check_counts
 from pcreg.registration.pipeline import METHODS, MIN_POINTS, Registration, TooFewPointsError
 from pcreg.registration.result import RegistrationResult
 
@@ -165,6 +166,7 @@ def register(
         os.fspath(ref) if isinstance(ref, (str, os.PathLike)) else "ref",
     )
     src_pts, ref_pts = as_points(src, names[0]), as_points(ref, names[1])
+    check_counts(src_pts, ref_pts, names)  # before any reading of the units divides by extent
     options = {"method": method, "icp": icp, "voxel_size": voxel_size, "device": device}
     pipe = pipeline(
         model, **options, orientation_keep=orientation_keep, max_memory=max_memory, strict=strict
@@ -190,6 +192,7 @@ def register_points(
     strict: bool = False,
 ) -> RegistrationResult:
     """:func:`register` on validated ``(N, 3)`` arrays; ``names`` label them in errors."""
+    check_counts(src_pts, ref_pts, names)  # before any reading of the units divides by extent
     pipe = pipeline(
         model,
         method=method,

@@ -141,6 +141,29 @@ def test_too_few_points(capsys, pair_files, tmp_path, room_pair):
                    "--method", "fpfh-ransac"], "few.npy", "at least 100")  # fmt: skip
 
 
+def test_coincident_points_are_one_line_exit_2(capsys, tmp_path):
+    """Both clouds one point repeated: the unit readings of method auto divided by their zero
+    extent (ZeroDivisionError, exit 1); now refused before them."""
+    same = np.tile([[1.0, 2.0, 3.0]], (5000, 1))
+    np.save(tmp_path / "a.npy", same)
+    np.save(tmp_path / "b.npy", same)
+    code = main(["register", str(tmp_path / "a.npy"), str(tmp_path / "b.npy")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert err == [
+        f"pcreg: error: {tmp_path / 'a.npy'}: all 5000 points coincide (zero extent): "
+        "nothing to register"
+    ]
+
+
+def test_rounded_cloud_names_both_counts(capsys, pair_files, tmp_path, rng):
+    rounded = np.round(rng.uniform(0, 2.4, (15953, 3)))
+    distinct = len(np.unique(rounded, axis=0))
+    np.save(tmp_path / "round.npy", rounded)
+    _fail(capsys, ["register", str(tmp_path / "round.npy"), str(pair_files / "ref.ply")],
+          f"round.npy: 15953 points collapse to {distinct} distinct positions")  # fmt: skip
+
+
 def test_wildly_different_scales(capsys, pair_files, tmp_path, room_pair):
     np.save(tmp_path / "mm.npy", room_pair[0] * 1000)  # millimetres
     _fail(capsys, ["register", str(tmp_path / "mm.npy"), str(pair_files / "ref.ply"),

@@ -1,7 +1,8 @@
 """Checks of a pair that need no model: degenerate clouds, mismatched scales, too few points.
 
 They run before any network is loaded (a refusal costs milliseconds, not a model load) and
-name what is actually wrong: too few points, all points identical, zero extent, or extents
+name what is actually wrong: too few points (or distinct positions), all points coinciding,
+zero extent, or extents
 that differ by more than :data:`MAX_SCALE_RATIO` (different units or a wrong file).
 """
 
@@ -18,6 +19,7 @@ __all__ = [
     "MIN_POINTS",
     "TooFewPointsError",
     "check_cloud",
+    "check_counts",
     "check_device",
     "check_pair",
     "check_voxel_counts",
@@ -67,14 +69,11 @@ def check_cloud(points: np.ndarray, name: str) -> float:
     """Refuse a cloud nothing can be registered with; return its extent.
 
     Raises:
-        TooFewPointsError: fewer than :data:`MIN_POINTS` points.
-        InputError: all points identical, a zero extent (all on one point but a few),
+        TooFewPointsError: fewer than :data:`MIN_POINTS` points, or fewer distinct positions.
+        InputError: all points coincide, a zero extent (all on one point but a few),
             coordinates beyond :data:`MAX_COORDINATE`, or all points on a line or a plane."""
     n = len(points)
-    if n < MIN_POINTS:
-        raise TooFewPointsError(
-            name, f"too few points: {n} given, at least {MIN_POINTS} are needed to register"
-        )
+    _check_count(points, name)
     lo, hi = points.min(0), points.max(0)
     reach = float(max(np.abs(lo).max(), np.abs(hi).max()))
     if reach > MAX_COORDINATE:
@@ -83,8 +82,8 @@ def check_cloud(points: np.ndarray, name: str) -> float:
             f"coordinates reach {reach:.3g}: beyond {MAX_COORDINATE:.0e} (float64 steps there "
             f"exceed 0.1 of the unit; a corrupt scale or offset?)",
         )
-    if np.array_equal(lo, hi):
-        raise InputError(name, f"all {n} points are identical (zero extent): nothing to register")
+    if np.array_equal(lo, hi):  # unreachable after _check_count; kept as the extent's guard
+        raise InputError(name, f"all {n} points coincide (zero extent): nothing to register")
     extent = cloud_extent(points)
     if not extent > 0:
         raise InputError(
@@ -94,6 +93,52 @@ def check_cloud(points: np.ndarray, name: str) -> float:
         )
     _check_flat(points, name)
     return extent
+
+
+def check_counts(src: np.ndarray, ref: np.ndarray, names: tuple[str, str] = ("src", "ref")) -> None:
+    """Refuse a pair with too few points or too few distinct positions, before anything
+    divides by a cloud's extent (the unit readings of ``method="auto"`` do). Costs well
+    under a millisecond per cloud unless the cloud is degenerate.
+
+    Raises:
+        TooFewPointsError: fewer than :data:`MIN_POINTS` points, or points that collapse to
+            fewer than :data:`MIN_POINTS` distinct positions (e.g. coordinates rounded to
+            whole metres).
+        InputError: all points of a cloud coincide."""
+    _check_count(src, names[0])
+    _check_count(ref, names[1])
+
+
+def _check_count(points: np.ndarray, name: str) -> None:
+    """:func:`check_counts` for one cloud. Repeated points count once (the pipeline drops
+    them), so a cloud's count is checked as distinct positions, and the message names both
+    numbers: what was given and what it collapses to."""
+    n = len(points)
+    distinct = _distinct_count(points, MIN_POINTS) if n > 1 else n
+    if n > 1 and distinct == 1:
+        raise InputError(name, f"all {n} points coincide (zero extent): nothing to register")
+    if n < MIN_POINTS:
+        raise TooFewPointsError(
+            name, f"too few points: {n} given, at least {MIN_POINTS} are needed to register"
+        )
+    if distinct < MIN_POINTS:
+        raise TooFewPointsError(
+            name,
+            f"{n} points collapse to {distinct} distinct positions (repeated points count "
+            f"once); at least {MIN_POINTS} are needed to register (coordinates rounded to "
+            "whole units?)",
+        )
+
+
+def _distinct_count(points: np.ndarray, enough: int) -> int:
+    """The number of distinct rows of ``points (N, 3)``, exact when it is below ``enough``
+    (otherwise some number at least ``enough``). A strided sample of ``20 * enough`` rows
+    answers for any real cloud; only a degenerate one is counted in full."""
+    sample = np.asarray(points)[:: max(1, len(points) // (20 * enough))]
+    found = len(np.unique(sample, axis=0))
+    if found >= enough or len(sample) == len(points):
+        return found
+    return len(np.unique(np.asarray(points), axis=0))
 
 
 #: coordinates beyond this magnitude are refused: float64 steps there exceed 0.125 units, and

@@ -29,7 +29,9 @@ def drop_duplicates(points: np.ndarray) -> np.ndarray:
 
     A 64-bit hash of each row finds out in ~2 ms per 100k points whether any row repeats;
     only then are the rows sorted and compared exactly. Returns ``points`` itself when
-    nothing repeats."""
+    nothing repeats, and when fewer than :data:`~pcreg.registration.checks.MIN_POINTS`
+    distinct positions would remain: the checks then refuse the cloud naming both counts
+    (``15953 points collapse to 17 distinct positions``, not ``17 given``)."""
     pts = np.ascontiguousarray(points, np.float64)
     bits = pts.view(np.uint64).reshape(-1, 3)
     with np.errstate(over="ignore"):
@@ -41,6 +43,10 @@ def drop_duplicates(points: np.ndarray) -> np.ndarray:
     ranked = pts[order]
     repeat = np.zeros(len(pts), bool)
     repeat[order[1:]] = (ranked[1:] == ranked[:-1]).all(1)
+    from pcreg.registration.checks import MIN_POINTS
+
+    if len(pts) - int(repeat.sum()) < MIN_POINTS:
+        return points
     logger.info("dropped %d repeated points of %d", int(repeat.sum()), len(pts))
     return points[~repeat]
 

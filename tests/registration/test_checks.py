@@ -10,6 +10,7 @@ from pcreg.errors import InputError
 from pcreg.registration.checks import (
     MIN_POINTS,
     TooFewPointsError,
+    check_counts,
     check_device,
     check_pair,
     check_voxel_size,
@@ -32,16 +33,50 @@ def test_few_points_say_too_few(rng, n):
 
 def test_identical_points_say_identical_not_scales(rng):
     same = np.full((500, 3), 7.0)
-    with pytest.raises(InputError, match="all 500 points are identical") as err:
+    with pytest.raises(InputError, match="all 500 points coincide") as err:
         check_pair(same, _room(rng))
     assert "scales differ" not in str(err.value)
 
 
+def test_coincident_points_are_counted_as_given_not_as_one_position(rng):
+    """5,000 copies of one point: all of them named, not "too few points: 1 given" (the
+    repeats are dropped before the checks; the message must still know the count)."""
+    same = np.tile([[1.0, 2.0, 3.0]], (5000, 1))
+    with pytest.raises(InputError) as err:
+        Registration("indoor", method="fpfh-ransac")(same, _room(rng), ("a.npy", "b.npy"))
+    assert str(err.value) == "a.npy: all 5000 points coincide (zero extent): nothing to register"
+
+
+def test_a_cloud_rounded_to_whole_metres_names_both_counts(rng):
+    """The 3DMatch demo source rounded to whole metres: 15953 points on 17 positions. The
+    message names both numbers (it said "17 given")."""
+    rounded = np.round(rng.uniform(0, 2.4, (15953, 3)))  # 0, 1 or 2 per axis
+    distinct = len(np.unique(rounded, axis=0))
+    assert distinct < MIN_POINTS
+    expected = (
+        f"src: 15953 points collapse to {distinct} distinct positions (repeated points count "
+        f"once); at least {MIN_POINTS} are needed to register (coordinates rounded to whole "
+        "units?)"
+    )
+    with pytest.raises(TooFewPointsError) as err:
+        check_pair(rounded, _room(rng))
+    assert str(err.value) == expected
+    with pytest.raises(TooFewPointsError) as err:  # through the pipeline, repeats dropped there
+        Registration("indoor", method="fpfh-ransac")(rounded, _room(rng))
+    assert str(err.value) == expected
+    with pytest.raises(TooFewPointsError) as err:
+        check_counts(_room(rng), rounded, ("a.npy", "b.npy"))
+    assert str(err.value) == expected.replace("src:", "b.npy:")
+
+
 def test_zero_extent_with_a_few_strays(rng):
-    pts = np.zeros((1000, 3))
-    pts[:5] = rng.uniform(0, 1, (5, 3))
-    with pytest.raises(InputError, match="zero extent"):
+    pts = np.zeros((20_000, 3))
+    pts[:100] = rng.uniform(0, 1, (100, 3))  # 101 positions, 99.5 % of the points on one
+    with pytest.raises(InputError, match="zero extent: at least 98% of its 20000 points"):
         check_pair(_room(rng), pts)
+    # with fewer distinct positions than registration needs, that is what is said
+    with pytest.raises(TooFewPointsError, match="19905 points collapse to 6 distinct positions"):
+        check_pair(_room(rng), pts[95:])
 
 
 def test_real_scale_mismatch_still_refused(rng):
