@@ -121,6 +121,19 @@ def test_bad_inputs_raise_clear_errors(room_pair, tiny_checkpoint):
         register(src, ref, "indoor", method="fpfh-ransac", voxel_size=-1)
 
 
+def test_method_used_is_the_method_of_a_single_method_pipeline(room_pair, tiny_checkpoint):
+    """``method_used`` was ``''`` outside ``method="auto"`` (while ``to_dict`` said the
+    method): results of ``load_model(...)(src, ref)`` and of the Ray runner's workers."""
+    import pickle
+
+    src, ref, _ = room_pair
+    res = pcreg.load_model(tiny_checkpoint)(src, ref)
+    assert res.method == res.method_used == res.to_dict()["method_used"] == "geotransformer"
+    assert pickle.loads(pickle.dumps(res)).method_used == "geotransformer"  # as Ray returns it
+    classical = pcreg.api.pipeline("indoor", method="fpfh-ransac")(src, ref)
+    assert classical.method_used == "fpfh-ransac"
+
+
 def test_voxel_count_counts_occupied_cells(gen):
     from pcreg.registration.pipeline import _voxel_count
 

@@ -59,7 +59,8 @@ class RegistrationResult:
         method_used: what produced the estimate under ``method="auto"``:
             ``"geotransformer"`` (the network and its orientation search), ``"fpfh-ransac"``
             (the classical pipeline), or ``"fpfh-ransac+geotransformer"`` (the network run
-            from the classical estimate); otherwise the method itself.
+            from the classical estimate); otherwise the method itself (set at construction
+            when not given).
         units, scale: the reading of the input's unit (``"metres"``, ``"millimetres"``,
             ``"centimetres"``, ``"object"``) and the factor the clouds were multiplied by
             for the network (:mod:`pcreg.registration.scale`); the transform, points and
@@ -89,6 +90,10 @@ class RegistrationResult:
     units: str = "metres"
     scale: float = 1.0
     rejected: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.method_used:  # one method alone: it is what produced the estimate
+            self.method_used = self.method
 
     @property
     def num_correspondences(self) -> int:
