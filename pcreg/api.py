@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from pcreg.io import read_points, validate_points
+from pcreg.io import read_points, validate_points, xyz_columns
 from pcreg.registration.checks import check_counts
 from pcreg.registration.pipeline import METHODS, MIN_POINTS, Registration, TooFewPointsError
 from pcreg.registration.result import RegistrationResult
@@ -38,14 +38,21 @@ __all__ = [
 
 
 def as_points(cloud: Any, name: str) -> np.ndarray:
-    """``(N, 3) float32`` from a path, array, tensor or Open3D cloud; errors name ``name``
-    (or the file)."""
+    """``(N, 3) float64`` from a path, array, tensor or Open3D cloud; errors name ``name``
+    (or the file).
+
+    An array or tensor may have more than 3 columns, e.g. a KITTI scan's ``(N, 4)`` x, y, z,
+    intensity: the first 3 are the coordinates and the others are ignored, with a note at
+    INFO (:func:`pcreg.io.xyz_columns`). Fewer than 3 columns, or not 2-D, is a
+    :class:`~pcreg.errors.ShapeError`."""
     if isinstance(cloud, (str, os.PathLike)):
         return read_points(cloud)
     if type(cloud).__module__.startswith("torch"):  # a tensor (torch imported lazily)
-        return validate_points(cloud.detach().cpu().numpy(), name)
-    if hasattr(cloud, "points") and not isinstance(cloud, np.ndarray):  # open3d PointCloud
+        cloud = cloud.detach().cpu().numpy()
+    elif hasattr(cloud, "points") and not isinstance(cloud, np.ndarray):  # open3d PointCloud
         return validate_points(np.asarray(cloud.points), name)
+    if isinstance(cloud, np.ndarray):  # (N, >3): the first 3 columns, noted at INFO
+        cloud = xyz_columns(cloud, name)
     return validate_points(cloud, name)
 
 

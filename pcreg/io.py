@@ -59,6 +59,7 @@ __all__ = [
     "validate_transform",
     "write_points",
     "write_transform",
+    "xyz_columns",
 ]
 
 logger = logging.getLogger(__name__)
@@ -109,6 +110,26 @@ def _check_file(path: Path, formats: tuple[str, ...], what: str) -> str:
     if not path.is_file():
         raise MissingFileError(path, "is not a regular file")
     return suffix
+
+
+def xyz_columns(points: np.ndarray, source: PathLike = "points") -> np.ndarray:
+    """The coordinates of an ``(N, C)`` array with ``C >= 3``: its first 3 columns (a view,
+    no copy). More columns, e.g. a KITTI scan's ``(N, 4)`` x, y, z, intensity, are ignored
+    with a note at INFO.
+
+    Raises:
+        ShapeError: not 2-D, or fewer than 3 columns.
+    """
+    arr = np.asarray(points)
+    if arr.ndim != 2 or arr.shape[1] < 3:
+        raise ShapeError(source, f"expected an (N, 3) array of points, got shape {arr.shape}")
+    if arr.shape[1] == 3:
+        return arr
+    logger.info(
+        "%s: %d columns; x, y, z are the first 3, the other %d are ignored",
+        os.fspath(source), arr.shape[1], arr.shape[1] - 3,
+    )  # fmt: skip
+    return arr[:, :3]
 
 
 def validate_points(

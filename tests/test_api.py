@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import pcreg
-from pcreg.api import MIN_POINTS, TooFewPointsError, register
+from pcreg.api import MIN_POINTS, TooFewPointsError, as_points, register
 from pcreg.errors import InputError, MissingFileError
 from pcreg.io import write_points
 from pcreg.registration.pipeline import choose_model, cloud_extent
@@ -119,6 +119,25 @@ def test_bad_inputs_raise_clear_errors(room_pair, tiny_checkpoint):
         register(src, bad, "indoor", method="fpfh-ransac")
     with pytest.raises(InputError, match="voxel_size: must be a positive"):
         register(src, ref, "indoor", method="fpfh-ransac", voxel_size=-1)
+
+
+def test_a_kitti_scan_array_gives_its_first_three_columns(room_pair, caplog):
+    """A KITTI scan as an ``(N, 4)`` array (x, y, z, intensity): the coordinates are its first
+    3 columns and the intensity is ignored, with a note at INFO."""
+    import logging
+
+    src = room_pair[0].astype(np.float64)
+    scan = np.hstack([src, np.linspace(0, 1, len(src))[:, None]]).astype(np.float32)
+    for cloud in (scan, torch.from_numpy(scan)):
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="pcreg.io"):
+            pts = as_points(cloud, "scan")
+        np.testing.assert_array_equal(pts, scan[:, :3].astype(np.float64))
+        assert caplog.messages == [
+            "scan: 4 columns; x, y, z are the first 3, the other 1 are ignored"
+        ]
+    with pytest.raises(InputError, match=r"scan: expected an \(N, 3\) array of points, got shape"):
+        as_points(scan[:, :2], "scan")
 
 
 def test_method_used_is_the_method_of_a_single_method_pipeline(room_pair, tiny_checkpoint):
