@@ -94,11 +94,31 @@ def test_view_render(tmp_path, pair_files):
     assert out.read_bytes()[:4] == b"\x89PNG"
 
 
-def test_show_without_display_is_a_clear_error(capsys, pair_files, monkeypatch):
+def test_view_without_display_names_what_view_has(capsys, pair_files, monkeypatch):
+    """`pcreg view` has no --show: the message names the options it does have."""
     monkeypatch.delenv("DISPLAY", raising=False)
     monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
     d = pair_files
-    _fail(capsys, ["view", str(d / "src.ply"), str(d / "ref.ply")], "--show", "no display")
+    last = _fail(capsys, ["view", str(d / "src.ply"), str(d / "ref.ply")])
+    assert last == (
+        "pcreg: error: pcreg view: no display to open a window on (DISPLAY and "
+        "WAYLAND_DISPLAY are unset); use --render PNG or --report HTML to write a picture "
+        "instead"
+    )
+
+
+def test_show_without_display_is_refused_before_registering(capsys, pair_files, monkeypatch):
+    monkeypatch.delenv("DISPLAY", raising=False)
+    monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
+    calls = []
+    monkeypatch.setattr("pcreg.api.register_points", lambda *a, **k: calls.append(a))
+    d = pair_files
+    last = _fail(capsys, ["register", str(d / "src.ply"), str(d / "ref.ply"), "--show"])
+    assert last == (
+        "pcreg: error: --show: no display to open a window on (DISPLAY and WAYLAND_DISPLAY "
+        "are unset); use --render PNG or --report HTML instead"
+    )
+    assert calls == []  # refused before the registration, not after it
 
 
 # ---- one test per bad-input class ------------------------------------------------------------

@@ -94,6 +94,10 @@ def run(args: argparse.Namespace) -> int:
     from pcreg.io import read_points, read_transform, write_transform
 
     check_outputs([args.out, args.render, args.report], args.force)
+    if args.show:  # before the registration: a window that cannot open fails in milliseconds
+        from pcreg.viz.interactive import check_display
+
+        check_display("--show", "--render PNG or --report HTML")
     src = read_points(args.src, **read_options(args))
     ref = read_points(args.ref, **read_options(args))
     gt = read_transform(args.gt) if args.gt is not None else None

@@ -40,6 +40,10 @@ def run(args: argparse.Namespace) -> int:
     from pcreg.io import read_points, read_transform
 
     check_outputs([args.render, args.report], args.force)
+    if args.render is None and args.report is None:  # the window: refused before any reading
+        from pcreg.viz.interactive import check_display
+
+        check_display("pcreg view", "--render PNG or --report HTML to write a picture")
     from pcreg.registration.checks import MAX_SCALE_RATIO, cloud_extent
 
     src = read_points(args.src, nan_policy=nan_policy(args))

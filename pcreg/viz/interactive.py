@@ -9,17 +9,35 @@ import numpy as np
 from pcreg.errors import InputError
 from pcreg.viz.style import REFERENCE_COLOR, SOURCE_COLOR
 
-__all__ = ["show_pair"]
+__all__ = ["check_display", "show_pair"]
+
+
+def check_display(source: str = "display", instead: str = "--render PNG") -> None:
+    """Refuse before any work when there is no display to open a window on (Linux and other
+    POSIX systems: neither ``DISPLAY`` nor ``WAYLAND_DISPLAY`` is set).
+
+    Args:
+        source: what asked for the window, first in the message (e.g. ``"--show"``).
+        instead: what to use instead, named in the message.
+
+    Raises:
+        InputError: ``"<source>: no display to open a window on (...); use <instead>"``.
+    """
+    if os.name != "nt" and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
+        raise InputError(
+            source,
+            f"no display to open a window on (DISPLAY and WAYLAND_DISPLAY are unset); "
+            f"use {instead} instead",
+        )
 
 
 def show_pair(src: np.ndarray, ref: np.ndarray, transform: np.ndarray) -> None:
     """Open a window with the source (orange, moved by ``transform``) and reference (blue).
 
     Raises:
-        InputError: there is no display to open a window on (use ``--render PNG`` instead).
+        InputError: there is no display to open a window on (:func:`check_display`).
     """
-    if os.name != "nt" and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
-        raise InputError("--show", "no display to open a window on (use --render PNG instead)")
+    check_display()
     import open3d as o3d
 
     def cloud(points, color):
