@@ -121,6 +121,13 @@ def test_show_without_display_is_refused_before_registering(capsys, pair_files, 
     assert calls == []  # refused before the registration, not after it
 
 
+def test_register_usage_names_icp(capsys):
+    with pytest.raises(SystemExit):
+        main(["register", "--help"])
+    usage = capsys.readouterr().out.split("\n\n")[0]
+    assert usage.startswith("usage: pcreg register") and "[--icp | --no-icp]" in usage
+
+
 # ---- one test per bad-input class ------------------------------------------------------------
 
 
