@@ -23,8 +23,9 @@ $(STAMP): pyproject.toml
 	$(PIP) install -q -e ".[dev]"
 	@touch $(STAMP)
 
+# --force: the demo's own outputs are replaced, so `make demo` runs again after a first run
 demo: setup
-	$(VENV)/bin/pcreg demo --out demo_out
+	$(VENV)/bin/pcreg demo --out demo_out --force
 
 # pytest exit code 5 means "no tests collected": not a failure of the suite itself.
 test: setup

@@ -67,6 +67,28 @@ def test_demo_on_real_3dmatch_pair(tmp_path, shared_data):
     assert record["registered"] and record["rmse_m"] < 0.2, record
 
 
+def test_make_demo_runs_twice_in_a_row(tmp_path, monkeypatch, capsys):
+    """The Makefile's `demo` recipe, run twice in one directory: the second run replaces the
+    first one's outputs (it stopped with "demo_out/transform.txt: already exists")."""
+    import shlex
+    from pathlib import Path
+
+    makefile = (Path(__file__).resolve().parents[1] / "Makefile").read_text().splitlines()
+    start = makefile.index("demo: setup")
+    recipe = next(line for line in makefile[start + 1 :] if line.startswith("\t"))
+    words = shlex.split(recipe)
+    assert words[:4] == ["$(VENV)/bin/pcreg", "demo", "--out", "demo_out"]
+    monkeypatch.chdir(tmp_path)
+    argv = [*words[1:], "--method", "fpfh-ransac"]  # the recipe's arguments, the fast method
+    assert main(argv) == 0
+    first = (tmp_path / "demo_out" / "result.json").read_text()
+    assert main(argv) == 0, capsys.readouterr().err
+    assert (
+        json.loads((tmp_path / "demo_out" / "result.json").read_text())["pair"]
+        == (json.loads(first)["pair"])
+    )
+
+
 def test_console_script_runs_as_module():
     proc = subprocess.run(
         [sys.executable, "-m", "pcreg", "--help"], capture_output=True, text=True, timeout=120
