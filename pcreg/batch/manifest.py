@@ -154,12 +154,9 @@ def dataset_manifest(
     if layout == "kitti":
         from pcreg.data.kitti import KittiPairs
 
-        try:
-            ds = KittiPairs(root, benchmark or "test", refine=False)
-        except KeyError as err:
-            raise InputError(root, f"unknown KITTI split {err}") from None
+        ds = KittiPairs(root, benchmark or "test", refine=False)
         if not ds.records:
-            raise InputError(root, "no KITTI pairs found (expected sequences/NN/velodyne/*.bin)")
+            raise ds.no_pairs("--benchmark {}")
         return [
             ManifestPair(
                 f"{r.seq:02d}/{r.src_frame:06d}->{r.ref_frame:06d}",

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from pcreg.data.threedmatch import _load_records
-from pcreg.errors import CorruptFileError, MissingFileError
+from pcreg.errors import CorruptFileError, InputError, MissingFileError
 from pcreg.io import read_points, validate_transform
 
 __all__ = [
@@ -42,6 +42,12 @@ logger = logging.getLogger(__name__)
 
 SPLITS = {"train": (0, 1, 2, 3, 4, 5), "val": (6, 7), "test": (8, 9, 10)}
 VOXEL_SIZE = 0.3
+
+
+def _splits_text() -> str:
+    """``"train (00-05), val (06-07) or test (08-10)"``: the splits and their sequences."""
+    parts = [f"{n} ({seqs[0]:02d}-{seqs[-1]:02d})" for n, seqs in SPLITS.items()]
+    return ", ".join(parts[:-1]) + f" or {parts[-1]}"
 
 
 @dataclass(frozen=True)
@@ -171,6 +177,10 @@ class KittiPairs:
     With ``<root>/metadata/<split>.pkl|json`` present the listed pairs are used as published;
     otherwise pairs are selected from the sequences' poses (``select_pairs``) and, with
     ``refine=True``, their ground truth is refined by ICP and cached in ``<root>/icp_cache``.
+    ``split`` and ``sequences`` say where the pairs were looked for (:meth:`no_pairs`).
+
+    Raises:
+        InputError: ``split`` is none of :data:`SPLITS` and has no metadata file.
     """
 
     def __init__(
@@ -183,13 +193,23 @@ class KittiPairs:
     ) -> None:
         self.root = Path(root)
         self.refine = refine
+        self.split = split
+        self.min_distance = min_distance
         meta = [self.root / "metadata" / f"{split}.{ext}" for ext in ("pkl", "json")]
         found = [m for m in meta if m.is_file()]
         if found and sequences is None:
             self.records = read_kitti_metadata(found[0])
+            self.sequences = tuple(sorted({r.seq for r in self.records}))
             self.refine = False  # published ground truth is already refined
             return
-        seqs = sequences if sequences is not None else SPLITS[split]
+        if sequences is None and split not in SPLITS:
+            raise InputError(
+                self.root,
+                f"unknown KITTI split {split!r}: use {_splits_text()}, or give "
+                f"metadata/{split}.pkl",
+            )
+        seqs = tuple(sequences if sequences is not None else SPLITS[split])
+        self.sequences = seqs
         self.records = []
         for seq in seqs:
             frames = self._frames(seq)
@@ -203,6 +223,32 @@ class KittiPairs:
                 # as in GeoTransformer's metadata: the later frame is the reference
                 t = np.linalg.inv(poses[j]) @ poses[i]  # frame i (src) -> later frame j (ref)
                 self.records.append(KittiRecord(seq, j, i, t))
+
+    def no_pairs(self, choose: str) -> InputError:
+        """The error for a split without pairs: which split and sequences were looked for,
+        which sequences have scans, and how to choose another split (``choose``: the
+        caller's way with ``{}`` for the split's name, e.g. ``"--benchmark {}"``), naming the
+        splits that have scans."""
+        looked = ", ".join(f"{q:02d}" for q in self.sequences) or "none"
+        scanned = sorted(
+            int(d.name)
+            for d in (self.root / "sequences").glob("[0-9]*")
+            if d.name.isdigit() and any((d / "velodyne").glob("*.bin"))
+        )
+        where = f"split {self.split!r} (sequences {looked})"
+        if set(scanned) & set(self.sequences):
+            problem = (
+                f"no KITTI pairs in {where}: no two scans of a sequence are "
+                f"{self.min_distance:g} m apart"
+            )
+        else:
+            problem = f"no KITTI pairs in {where}: none of them has sequences/NN/velodyne/*.bin"
+            if scanned:
+                problem += f"; scans exist for sequences {', '.join(f'{q:02d}' for q in scanned)}"
+        others = [n for n in SPLITS if n != self.split]
+        present = [n for n in others if set(SPLITS[n]) & set(scanned)]
+        options = " or ".join(choose.format(n) for n in present or others)
+        return InputError(self.root, f"{problem}; choose another split: {options}")
 
     def _seq_dir(self, seq: int) -> Path:
         return self.root / "sequences" / f"{seq:02d}"

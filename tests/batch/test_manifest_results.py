@@ -9,6 +9,7 @@ import pytest
 
 from pcreg.batch.manifest import dataset_manifest, read_manifest, write_manifest
 from pcreg.batch.results import ResultsLog, format_summary, summarise
+from pcreg.cli import main
 from pcreg.errors import InputError
 
 
@@ -168,5 +169,29 @@ def test_manifest_gt_must_be_rigid(tmp_path):
 
 
 def test_kitti_manifest_of_a_folder_without_scans(tmp_path):
-    with pytest.raises(InputError, match="no KITTI pairs found"):
+    with pytest.raises(InputError) as err:
         dataset_manifest(tmp_path, "kitti")
+    assert str(err.value) == (
+        f"{tmp_path}: no KITTI pairs in split 'test' (sequences 08, 09, 10): none of them has "
+        "sequences/NN/velodyne/*.bin; choose another split: --benchmark train or "
+        "--benchmark val"
+    )
+    with pytest.raises(InputError, match="unknown KITTI split 'Bogus': use train"):
+        dataset_manifest(tmp_path, "kitti", "Bogus")
+
+
+def test_kitti_manifest_names_the_default_split_and_the_scans_there_are(tmp_path, capsys):
+    """Scans for sequences 00-07 only: the default split, test (08-10), has none. The message
+    says so, and how to choose a split that has them."""
+    for seq in range(8):
+        velo = tmp_path / "sequences" / f"{seq:02d}" / "velodyne"
+        velo.mkdir(parents=True)
+        np.zeros((10, 4), np.float32).tofile(velo / "000000.bin")
+    out = tmp_path / "pairs.jsonl"
+    assert main(["manifest", str(tmp_path), "--layout", "kitti", "--out", str(out)]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"pcreg: error: {tmp_path}: no KITTI pairs in split 'test' (sequences 08, 09, 10): "
+        "none of them has sequences/NN/velodyne/*.bin; scans exist for sequences 00, 01, 02, "
+        "03, 04, 05, 06, 07; choose another split: --benchmark train or --benchmark val"
+    )
+    assert not out.exists()
