@@ -205,11 +205,12 @@ class DetectionTrainConfig:
 @dataclasses.dataclass
 class EvalDatasetConfig:
     """Which pairs: ``layout`` threedmatch (3DMatch layout, ``benchmark`` = metadata stem such
-    as 3DMatch / 3DLoMatch / val) or kitti (``benchmark`` = split)."""
+    as 3DMatch / 3DLoMatch / val; default 3DMatch) or kitti (``benchmark`` = split: train, val
+    or test; default test)."""
 
     layout: str = "threedmatch"
     root: str = ""
-    benchmark: str = "3DMatch"
+    benchmark: str | None = None  # None: the layout's default, 3DMatch / test
     benchmark_dir: str | None = None  # official gt.log/gt.info folder; default: if present
 
 

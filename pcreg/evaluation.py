@@ -14,6 +14,7 @@ from pathlib import Path
 from pcreg._fs import atomic_output, check_writable
 from pcreg.config import ConfigError, EvaluateConfig
 from pcreg.engine.evaluate import evaluate_pairs, evaluation_dataset, format_evaluation_markdown
+from pcreg.errors import OutputExistsError
 
 __all__ = ["run_evaluation"]
 
@@ -29,6 +30,8 @@ def run_evaluation(cfg: EvaluateConfig) -> dict | None:
 
     Raises:
         ConfigError: a missing checkpoint or dataset root, an unknown layout, bad ``workers``.
+        OutputExistsError: results exist and ``cfg.overwrite`` is false (``overwrite=true``).
+        InputError: a dataset without pairs (a KITTI split with no scans names the others).
     """
     if not cfg.checkpoint:
         raise ConfigError("checkpoint", "give the model to evaluate: checkpoint=PATH")
@@ -37,7 +40,12 @@ def run_evaluation(cfg: EvaluateConfig) -> dict | None:
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     for name in ("results.json", "results.md"):
-        check_writable(out / name, overwrite=cfg.overwrite)
+        try:
+            check_writable(out / name, overwrite=cfg.overwrite)
+        except OutputExistsError:  # its own wording: evaluate takes overrides, not --force
+            raise OutputExistsError(
+                out / name, "already exists (add overwrite=true to replace it)"
+            ) from None
     dataset, bdir, protocol = evaluation_dataset(cfg.dataset)
     if cfg.workers < 1:
         raise ConfigError("workers", f"must be at least 1, got {cfg.workers}")

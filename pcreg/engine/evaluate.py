@@ -209,11 +209,15 @@ def evaluation_dataset(cfg: EvalDatasetConfig) -> tuple[Sequence, Path | None, s
     if cfg.layout == "threedmatch":
         from pcreg.data.threedmatch import ThreeDMatchPairs
 
-        dataset = ThreeDMatchPairs(root, cfg.benchmark)
-        bdir = cfg.benchmark_dir or root / "metadata" / "benchmarks" / cfg.benchmark
+        benchmark = cfg.benchmark or "3DMatch"
+        dataset = ThreeDMatchPairs(root, benchmark)
+        bdir = cfg.benchmark_dir or root / "metadata" / "benchmarks" / benchmark
         return dataset, (Path(bdir) if Path(bdir).is_dir() else None), "threedmatch"
     if cfg.layout == "kitti":
         from pcreg.data.kitti import KittiPairs
 
-        return KittiPairs(root, cfg.benchmark), None, "kitti"
+        pairs = KittiPairs(root, cfg.benchmark or "test")
+        if not pairs.records:
+            raise pairs.no_pairs("dataset.benchmark={}")
+        return pairs, None, "kitti"
     raise ConfigError("dataset.layout", f"must be threedmatch or kitti, got {cfg.layout!r}")

@@ -209,3 +209,51 @@ def test_run_evaluation_returns_what_it_writes(tmp_path, tiny_checkpoint):
     assert (out / "results.md").read_text() == format_evaluation_markdown(result) + "\n"
     with pytest.raises(OutputExistsError):  # refused before any work
         run_evaluation(cfg)
+
+
+def _kitti_root(root, sequences, frames=2, step_m=12.0):
+    """A KITTI odometry root: ``frames`` tiny scans per sequence, ``step_m`` apart along x."""
+    for seq in sequences:
+        velo = root / "sequences" / f"{seq:02d}" / "velodyne"
+        velo.mkdir(parents=True)
+        for k in range(frames):
+            np.zeros((10, 4), np.float32).tofile(velo / f"{k:06d}.bin")
+        (velo.parent / "calib.txt").write_text("Tr: 1 0 0 0 0 1 0 0 0 0 1 0\n")
+        poses = [[1, 0, 0, step_m * k, 0, 1, 0, 0, 0, 0, 1, 0] for k in range(frames)]
+        np.savetxt(velo.parent / "poses.txt", np.array(poses, np.float64))
+    return root
+
+
+def test_kitti_layout_takes_the_test_split_by_default_and_names_it(tmp_path, capsys):
+    """dataset.layout=kitti without dataset.benchmark died with KeyError: '3DMatch' (the
+    3DMatch default taken as a KITTI split), exit 1."""
+    from pcreg.config import EvalDatasetConfig
+    from pcreg.engine.evaluate import evaluation_dataset
+
+    root = _kitti_root(tmp_path / "kitti", range(8))  # sequences 00-07: no test split
+    argv = ["evaluate", f"checkpoint={tmp_path / 'absent.pt'}", f"dataset.root={root}",
+            "dataset.layout=kitti", f"out_dir={tmp_path / 'out'}"]  # fmt: skip
+    assert main(argv) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"pcreg: error: {root}: no KITTI pairs in split 'test' (sequences 08, 09, 10): none "
+        "of them has sequences/NN/velodyne/*.bin; scans exist for sequences 00, 01, 02, 03, "
+        "04, 05, 06, 07; choose another split: dataset.benchmark=train or "
+        "dataset.benchmark=val"
+    )
+    _kitti_root(root, [9])
+    pairs, bdir, protocol = evaluation_dataset(EvalDatasetConfig("kitti", str(root)))
+    assert (pairs.split, len(pairs), bdir, protocol) == ("test", 1, None, "kitti")
+    assert (pairs.records[0].seq, pairs.records[0].ref_frame) == (9, 1)
+
+
+def test_existing_results_name_overwrite_true_not_force(tmp_path, capsys):
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "results.json").write_text("{}")
+    argv = ["evaluate", f"checkpoint={tmp_path / 'absent.pt'}", f"dataset.root={tmp_path}",
+            f"out_dir={tmp_path / 'out'}"]  # fmt: skip
+    assert main(argv) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"pcreg: error: {tmp_path / 'out' / 'results.json'}: already exists (add "
+        "overwrite=true to replace it)"
+    )
+    assert (tmp_path / "out" / "results.json").read_text() == "{}"
