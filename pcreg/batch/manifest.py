@@ -129,7 +129,12 @@ def dataset_manifest(
     """The pairs of a dataset as a manifest: ``layout`` ``"threedmatch"`` (metadata
     ``benchmark`` of a 3DMatch-layout root, default ``3DMatch``) or ``"kitti"`` (a KITTI
     odometry root, ``benchmark`` the split name, default ``test``), with their ground truth
-    (KITTI: the poses as published, not ICP-refined as ``pcreg evaluate`` refines them)."""
+    (KITTI: the poses as published, not ICP-refined as ``pcreg evaluate`` refines them).
+
+    Raises:
+        InputError: an unknown layout or split, no pairs, or pairs whose clouds are not
+            there (metadata without its fragments or scans): the first missing file and how
+            many are missing are named, and nothing is returned."""
     root = Path(root)
     if layout == "threedmatch":
         from pcreg.data.threedmatch import ThreeDMatchPairs
@@ -142,7 +147,7 @@ def dataset_manifest(
             )
 
         ds = ThreeDMatchPairs(root, benchmark or "3DMatch")
-        return [
+        pairs = [
             ManifestPair(
                 f"{r.scene}/{r.src_id}->{r.ref_id}",
                 fragment(r.src_path),
@@ -151,13 +156,14 @@ def dataset_manifest(
             )
             for r in ds.records
         ]
+        return _existing(pairs, root)
     if layout == "kitti":
         from pcreg.data.kitti import KittiPairs
 
         ds = KittiPairs(root, benchmark or "test", refine=False)
         if not ds.records:
             raise ds.no_pairs("--benchmark {}")
-        return [
+        pairs = [
             ManifestPair(
                 f"{r.seq:02d}/{r.src_frame:06d}->{r.ref_frame:06d}",
                 str(ds.scan_path(r.seq, r.src_frame, r.src_path)),
@@ -166,4 +172,21 @@ def dataset_manifest(
             )
             for r in ds.records
         ]
+        return _existing(pairs, root)
     raise InputError("layout", f"must be threedmatch or kitti, got {layout!r}")
+
+
+def _existing(pairs: list[ManifestPair], root: Path) -> list[ManifestPair]:
+    """``pairs`` when every cloud they name is a file; else the InputError naming the first
+    missing one and how many of the pairs' files are missing (metadata without its data)."""
+    files = list(dict.fromkeys(f for p in pairs for f in (p.src, p.ref)))
+    missing = [f for f in files if not os.path.isfile(f)]
+    if missing:
+        are = "is" if len(missing) == 1 else "are"
+        raise MissingFileError(
+            missing[0],
+            f"not found: {len(missing)} of the {len(files)} clouds the {len(pairs)} pairs "
+            f"of {root} name {are} missing (metadata without its data? 3DMatch fragments go "
+            "under ROOT/data, KITTI scans under ROOT/sequences/NN/velodyne)",
+        )
+    return pairs

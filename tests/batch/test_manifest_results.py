@@ -195,3 +195,28 @@ def test_kitti_manifest_names_the_default_split_and_the_scans_there_are(tmp_path
         "03, 04, 05, 06, 07; choose another split: --benchmark train or --benchmark val"
     )
     assert not out.exists()
+
+
+def test_3dmatch_metadata_without_fragments_is_refused(tmp_path, capsys):
+    """Metadata whose fragments are not there: exit 2 naming the first missing file and how
+    many are missing, no manifest (it wrote 1623 pairs of absent files, exit 0)."""
+    import shutil
+
+    from pcreg.data.synthetic.writer import write_indoor_dataset
+    from pcreg.data.threedmatch import ThreeDMatchPairs
+
+    write_indoor_dataset(tmp_path / "ds", "val", num_scenes=1, seed=21)
+    records = ThreeDMatchPairs(tmp_path / "ds", "val").records
+    clouds = {r.src_path for r in records} | {r.ref_path for r in records}
+    shutil.rmtree(tmp_path / "ds" / "data")
+    capsys.readouterr()  # the writer's progress
+    first = (tmp_path / "ds" / "data" / records[0].src_path).resolve()
+    out = tmp_path / "pairs.jsonl"
+    assert main(["manifest", str(tmp_path / "ds"), "--benchmark", "val", "--out", str(out)]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"pcreg: error: {first}: not found: {len(clouds)} of the {len(clouds)} clouds the "
+        f"{len(records)} pairs of {tmp_path / 'ds'} name are missing (metadata without its "
+        "data? 3DMatch fragments go under ROOT/data, KITTI scans under "
+        "ROOT/sequences/NN/velodyne)"
+    )
+    assert not out.exists()
