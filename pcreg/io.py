@@ -18,6 +18,14 @@ Supported point formats (by extension, case-insensitive):
 ``.las/.laz``  laspy (scaled x, y, z); ``.laz`` needs the lazrs backend (installed)
 =============  =====================================================================
 
+Invalid points are dropped and counted by default: NaN/Inf coordinates (the PCL/ROS mark of
+a pixel without depth) and the points a format marks invalid (the ``(0, 0, 0)`` pixels of an
+organised cloud). Each read that drops some logs one WARNING naming the file and the count, and
+says so plainly when most of the cloud is invalid (over 90 %, or fewer than
+:data:`MIN_VALID_POINTS` left); ``read_points(..., return_info=True)`` also returns a
+:class:`ReadInfo` with ``dropped_invalid``. ``nan_policy="error"`` (``--strict-input`` on the
+command line) refuses such files instead.
+
 Every failure raises a subclass of :class:`pcreg.errors.InputError` whose message starts
 with the file path and fits on one line. A truncated or corrupt file is a
 :class:`~pcreg.errors.CorruptFileError`, never a cloud padded or cut short: PLY, PCD and LAS
@@ -31,8 +39,9 @@ from __future__ import annotations
 import json
 import logging
 import os
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, overload
 
 import numpy as np
 
@@ -47,12 +56,13 @@ from pcreg.errors import (
     ShapeError,
     UnknownFormatError,
 )
-from pcreg.io_formats import read_las, read_pcd, read_ply, write_ply
+from pcreg.io_formats import RawCloud, read_las, read_pcd, read_ply, write_ply
 
 __all__ = [
     "POINT_READ_FORMATS",
     "POINT_WRITE_FORMATS",
     "TRANSFORM_FORMATS",
+    "ReadInfo",
     "read_points",
     "read_transform",
     "validate_points",
@@ -89,6 +99,45 @@ RIGID_ATOL = 5e-3
 
 PathLike = str | os.PathLike[str]
 NanPolicy = Literal["error", "drop"]
+
+#: a cloud with fewer valid points than this (or under 10 % valid) is called mostly invalid
+MIN_VALID_POINTS = 100
+
+
+@dataclass(frozen=True)
+class ReadInfo:
+    """What :func:`read_points` did with a file (``return_info=True``).
+
+    Attributes:
+        source: the path as given.
+        total: points in the file, invalid ones included.
+        dropped_invalid: points dropped: NaN/Inf coordinates plus those the format marks
+            invalid (``dropped_marked`` of them).
+        dropped_marked: of ``dropped_invalid``, the finite points the format marks invalid
+            (an organised cloud's ``(0, 0, 0)`` pixels).
+        organized: ``(height, width)`` of an organised cloud, else None.
+        content: what the points are: ``"points"`` for a point cloud.
+    """
+
+    source: str
+    total: int
+    dropped_invalid: int = 0
+    dropped_marked: int = 0
+    organized: tuple[int, int] | None = None
+    content: str = "points"
+
+    @property
+    def kept(self) -> int:
+        """Points returned: ``total - dropped_invalid``."""
+        return self.total - self.dropped_invalid
+
+    @property
+    def mostly_invalid(self) -> bool:
+        """True when over 90 % of the points were invalid, or fewer than
+        :data:`MIN_VALID_POINTS` are left."""
+        return self.dropped_invalid > 0 and (
+            self.kept < MIN_VALID_POINTS or self.kept < 0.1 * self.total
+        )
 
 
 def _check_suffix(path: Path, formats: tuple[str, ...], what: str) -> str:
@@ -137,7 +186,9 @@ def validate_points(
 ) -> np.ndarray:
     """Check an array of points and return it as a contiguous ``(N, 3) float64`` array.
 
-    Float32 and integer inputs convert exactly; the result is always a new array.
+    Float32 and integer inputs convert exactly; the result is always a new array. (An array
+    in memory refuses NaN/Inf by default; :func:`read_points` drops them by default, as the
+    formats use them to mark pixels without depth.)
 
     Args:
         points: array-like ``(N, C)`` with ``C >= 3``; columns beyond the third are ignored.
@@ -150,6 +201,18 @@ def validate_points(
         EmptyCloudError: no points (before or after dropping).
         ValueError: ``nan_policy`` is neither ``"error"`` nor ``"drop"``.
     """
+    return _validate(points, source, nan_policy)[0]
+
+
+def _validate(
+    points: np.ndarray,
+    source: PathLike,
+    nan_policy: NanPolicy,
+    marked: np.ndarray | None = None,
+    marked_what: str = "",
+) -> tuple[np.ndarray, int, int]:
+    """:func:`validate_points`, also dropping the ``marked`` rows (points a format marks
+    invalid). Returns (points, invalid rows dropped, of which marked)."""
     if nan_policy not in ("error", "drop"):
         raise ValueError(f"nan_policy must be 'error' or 'drop', got {nan_policy!r}")
     try:
@@ -165,23 +228,42 @@ def validate_points(
     with np.errstate(over="ignore"):  # a long double beyond 1.8e308 becomes inf: reported
         xyz = np.array(arr[:, :3], dtype=np.float64, order="C")
     finite = np.isfinite(xyz).all(axis=1)
-    if not finite.all():
-        bad = int((~finite).sum())
+    keep = finite if marked is None else finite & ~marked
+    dropped = marked_dropped = 0
+    if not keep.all():
+        nonfinite = int((~finite).sum())
+        marked_dropped = int((finite & ~keep).sum())
+        dropped = nonfinite + marked_dropped
+        parts = []
+        if nonfinite:
+            parts.append(f"{nonfinite} with NaN/Inf coordinates")
+        if marked_dropped:
+            parts.append(f"{marked_dropped} {marked_what or 'marked invalid by the format'}")
+        what = " and ".join(parts)
         if nan_policy == "error":
             raise NonFiniteError(
                 source,
-                f"{bad} of {len(xyz)} points have NaN/Inf coordinates (pass "
-                "--drop-nonfinite, or nan_policy='drop' in Python, to remove them)",
+                f"{dropped} of {len(xyz)} points are invalid ({what}); refused under "
+                "--strict-input (nan_policy='error'): read without it to drop them",
             )
-        if not finite.any():
-            raise EmptyCloudError(source, "no finite points left after dropping NaN/Inf")
-        logger.warning(
-            "%s: dropped %d of %d points with NaN/Inf coordinates", os.fspath(source), bad, len(xyz)
-        )
-        xyz = xyz[finite]
+        if not keep.any():
+            raise EmptyCloudError(source, f"no valid points: all {len(xyz)} are invalid ({what})")
+        kept = len(xyz) - dropped
+        if kept < MIN_VALID_POINTS or kept < 0.1 * len(xyz):
+            logger.warning(
+                "%s: most of the cloud is invalid: only %d of %d points are valid (%.1f %%); "
+                "dropped %s",
+                os.fspath(source), kept, len(xyz), 100.0 * kept / len(xyz), what,
+            )  # fmt: skip
+        else:
+            logger.warning(
+                "%s: dropped %d of %d points as invalid (%s)",
+                os.fspath(source), dropped, len(xyz), what,
+            )  # fmt: skip
+        xyz = xyz[keep]
     if arr.dtype == np.float32:
         _check_float32_precision(xyz, source)
-    return np.ascontiguousarray(xyz)
+    return np.ascontiguousarray(xyz), dropped, marked_dropped
 
 
 #: a float32 cloud must resolve its own extent into at least this many steps
@@ -296,22 +378,46 @@ def _size(nbytes: float) -> str:
     return f"{nbytes / 2**30:.1f} GiB" if nbytes >= 2**30 else f"{nbytes / 2**20:.1f} MiB"
 
 
+@overload
 def read_points(
-    path: PathLike, *, nan_policy: NanPolicy = "error", max_memory: int | None = None
-) -> np.ndarray:
+    path: PathLike,
+    *,
+    nan_policy: NanPolicy = ...,
+    max_memory: int | None = ...,
+    return_info: Literal[False] = ...,
+) -> np.ndarray: ...
+@overload
+def read_points(
+    path: PathLike,
+    *,
+    nan_policy: NanPolicy = ...,
+    max_memory: int | None = ...,
+    return_info: Literal[True],
+) -> tuple[np.ndarray, ReadInfo]: ...
+def read_points(
+    path: PathLike,
+    *,
+    nan_policy: NanPolicy = "drop",
+    max_memory: int | None = None,
+    return_info: bool = False,
+) -> np.ndarray | tuple[np.ndarray, ReadInfo]:
     """Read a point cloud file.
 
     Args:
         path: a file with one of the extensions in :data:`POINT_READ_FORMATS`.
-        nan_policy: ``"error"`` (default) or ``"drop"`` rows with NaN/Inf (logged as a warning).
+        nan_policy: ``"drop"`` (default) drops invalid points (NaN/Inf, and the points the
+            format marks invalid, e.g. an organised cloud's ``(0, 0, 0)`` pixels) with one
+            WARNING naming the file and the count; ``"error"`` refuses the file
+            (``--strict-input``).
         max_memory: bytes the read may take (default :data:`READ_MEMORY_CAP`); a larger file
             is refused before it is read.
+        return_info: also return a :class:`ReadInfo` (``dropped_invalid`` and the rest).
 
     Returns:
         ``(N, 3) float64`` coordinates, N >= 1, all finite (float32 values in the file
-        convert exactly). Units are the file's (metres for 3DMatch, KITTI and pcreg's own
-        outputs). Callers that feed a network cast to float32 themselves, after centring
-        when the coordinates are large.
+        convert exactly); with ``return_info``, ``(points, info)``. Units are the file's
+        (metres for 3DMatch, KITTI and pcreg's own outputs). Callers that feed a network cast
+        to float32 themselves, after centring when the coordinates are large.
 
     Raises:
         UnknownFormatError, MissingFileError, CorruptFileError, EmptyCloudError,
@@ -325,16 +431,22 @@ def read_points(
     elif suffix == ".pcd":
         raw = read_pcd(path)
     elif suffix == ".npy":
-        raw = _read_npy(path)
+        raw = RawCloud(_read_npy(path))
     elif suffix == ".npz":
-        raw = _read_npz(path)
+        raw = RawCloud(_read_npz(path))
     elif suffix == ".bin":
-        raw = _read_kitti_bin(path)
+        raw = RawCloud(_read_kitti_bin(path))
     elif suffix in (".las", ".laz"):
         raw = read_las(path)
     else:
-        raw = _read_text(path)
-    return validate_points(raw, path, nan_policy=nan_policy)
+        raw = RawCloud(_read_text(path))
+    xyz, dropped, marked = _validate(raw.xyz, path, nan_policy, raw.marked, raw.marked_what)
+    if not return_info:
+        return xyz
+    info = ReadInfo(
+        os.fspath(path), len(xyz) + dropped, dropped, marked, raw.organized, raw.content
+    )
+    return xyz, info
 
 
 def write_points(path: PathLike, points: np.ndarray, *, overwrite: bool = False) -> Path:
@@ -352,7 +464,7 @@ def write_points(path: PathLike, points: np.ndarray, *, overwrite: bool = False)
     """
     path = Path(path)
     suffix = _check_suffix(path, POINT_WRITE_FORMATS, "point output")
-    xyz = validate_points(points, "points")
+    xyz = validate_points(points, "points", nan_policy="error")
     with np.errstate(over="ignore"):
         single = xyz.astype(np.float32)
     if np.array_equal(single, xyz):

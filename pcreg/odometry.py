@@ -133,7 +133,7 @@ def run_odometry(
     workers: int | None = None,
     address: str | None = None,
     max_memory: int | str | None = None,
-    nan_policy: str = "error",
+    nan_policy: str = "drop",
 ) -> OdometryResult:
     """Register each scan onto its predecessor and chain the motions (see module docstring).
 

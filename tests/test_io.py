@@ -164,9 +164,9 @@ def test_nan_inf_error_or_drop(tmp_path, cloud, caplog):
     bad[10, 0] = np.inf
     np.save(tmp_path / "n.npy", bad)
     with raises_naming(NonFiniteError, tmp_path / "n.npy") as info:
-        io.read_points(tmp_path / "n.npy")
+        io.read_points(tmp_path / "n.npy", nan_policy="error")
     assert "2 of 257" in str(info.value)
-    kept = io.read_points(tmp_path / "n.npy", nan_policy="drop")
+    kept = io.read_points(tmp_path / "n.npy")  # dropping is the default
     assert kept.shape == (255, 3) and np.isfinite(kept).all()
     assert "dropped 2 of 257" in caplog.text
     np.save(tmp_path / "all_nan.npy", np.full((4, 3), np.nan, np.float32))
@@ -295,7 +295,7 @@ def test_float32_at_utm_offsets_is_refused(tmp_path, rng):
 def test_drop_nonfinite_all_nan_is_one_error(tmp_path, caplog):
     path = tmp_path / "nan.npy"
     np.save(path, np.full((10, 3), np.nan))
-    with pytest.raises(ValueError, match="no finite points left"):
+    with pytest.raises(ValueError, match="no valid points: all 10 are invalid"):
         io.read_points(path, nan_policy="drop")
     assert not [r for r in caplog.records if r.levelname == "WARNING"]
 

@@ -1,5 +1,6 @@
 """pcreg.io readers are strict and keep float64: a truncated or corrupt PLY/PCD/LAS is an
-error (never zero-padded or cut short), NaN/Inf are refused, georeferenced coordinates
+error (never zero-padded or cut short), NaN/Inf are dropped and counted (refused under
+nan_policy="error"), georeferenced coordinates
 survive to the bit, and no reader prints anything."""
 
 from __future__ import annotations
@@ -208,11 +209,11 @@ def test_non_finite_text_values(tmp_path, name, token):
     path = tmp_path / f"c{suffix}"
     path.write_bytes(b"\n".join(lines))
     with pytest.raises(NonFiniteError) as info:
-        io.read_points(path)
+        io.read_points(path, nan_policy="error")
     message = str(info.value)
-    assert "1 of 20 points" in message and "--drop-nonfinite" in message
+    assert "1 of 20 points" in message and "--strict-input" in message
     assert "use nan_policy" not in message
-    kept = io.read_points(path, nan_policy="drop")
+    kept = io.read_points(path)
     np.testing.assert_array_equal(kept, np.delete(xyz, 4, axis=0))
 
 
@@ -223,8 +224,8 @@ def test_non_finite_binary_values(tmp_path, name, kind):
     suffix, data = make(name, kind, xyz)
     (tmp_path / f"c{suffix}").write_bytes(data)
     with pytest.raises(NonFiniteError, match="2 of 20 points"):
-        io.read_points(tmp_path / f"c{suffix}")
-    assert io.read_points(tmp_path / f"c{suffix}", nan_policy="drop").shape == (18, 3)
+        io.read_points(tmp_path / f"c{suffix}", nan_policy="error")
+    assert io.read_points(tmp_path / f"c{suffix}").shape == (18, 3)
 
 
 TRIANGLES = [[0, 1, 2], [2, 3, 4], [5, 6, 7]]

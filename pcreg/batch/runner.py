@@ -56,7 +56,7 @@ class BatchOptions:
     search: dict[str, Any] = field(default_factory=dict)
     retain_heap: bool = False
     max_memory: int | str | None = None
-    nan_policy: str = "error"
+    nan_policy: str = "drop"
 
     def pipeline(self, networks: Callable | None = None) -> Registration:
         from pcreg.registration.pipeline import Registration
@@ -188,7 +188,7 @@ def register_file(job: dict, options: BatchOptions, networks: dict) -> dict:
     return row
 
 
-def _read(path: str, nan_policy: str = "error") -> np.ndarray:
+def _read(path: str, nan_policy: str = "drop") -> np.ndarray:
     """A cloud of a manifest: any format :func:`pcreg.io.read_points` reads, and 3DMatch
     metadata's ``.pth`` fragments (:func:`pcreg.data.threedmatch.load_fragment`)."""
     if path.endswith(".pth"):

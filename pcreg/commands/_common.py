@@ -27,7 +27,7 @@ def add_method_arguments(
     cmd: argparse.ArgumentParser, default_model: str | None, default_method: str = "auto"
 ) -> None:
     """``--model``, ``--method``, ``--icp``, ``--voxel-size``, ``--device``, ``--max-memory``,
-    ``--drop-nonfinite``, ``--force``."""
+    ``--strict-input``, ``--force``."""
     cmd.add_argument(
         "--model",
         default=default_model,
@@ -72,17 +72,21 @@ def add_method_arguments(
 
 
 def add_input_arguments(cmd: argparse.ArgumentParser) -> None:
-    """``--drop-nonfinite``: how point files with NaN/Inf coordinates are read."""
+    """``--strict-input``: refuse point files with invalid points (NaN/Inf, an organised
+    cloud's (0, 0, 0) pixels) instead of dropping them. ``--drop-nonfinite``, the old opt-in
+    to dropping, is kept as a hidden no-op: dropping is the default."""
     cmd.add_argument(
-        "--drop-nonfinite",
+        "--strict-input",
         action="store_true",
-        help="drop points with NaN/Inf coordinates (default: refuse the file)",
+        help="refuse a point file with invalid points (NaN/Inf, or the (0, 0, 0) pixels of an "
+        "organised cloud; default: drop them, with a warning that counts them)",
     )
+    cmd.add_argument("--drop-nonfinite", action="store_true", help=argparse.SUPPRESS)
 
 
 def read_options(args: argparse.Namespace) -> dict[str, Any]:
     """:func:`pcreg.io.read_points` keyword arguments of the command's arguments: the NaN
-    policy and, with ``--max-memory``, the memory a read may take."""
+    policy (``--strict-input``) and, with ``--max-memory``, the memory a read may take."""
     from pcreg.registration.resources import parse_size
 
     cap = getattr(args, "max_memory", None)
@@ -93,8 +97,9 @@ def read_options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def nan_policy(args: argparse.Namespace) -> str:
-    """The :func:`pcreg.io.read_points` ``nan_policy`` of the command's arguments."""
-    return "drop" if getattr(args, "drop_nonfinite", False) else "error"
+    """The :func:`pcreg.io.read_points` ``nan_policy`` of the command's arguments: ``"error"``
+    under ``--strict-input``, else ``"drop"``."""
+    return "error" if getattr(args, "strict_input", False) else "drop"
 
 
 def check_outputs(paths: list[Path | None], force: bool) -> None:

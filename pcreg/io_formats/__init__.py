@@ -1,8 +1,10 @@
 """Strict parsers of the point-cloud formats with a header: PLY, PCD and LAS/LAZ.
 
-Each reader returns the file's x, y, z as an ``(N, 3) float64`` array (values stored as
-float32 or integers convert exactly) or raises :class:`pcreg.errors.CorruptFileError` with a
-one-line message ``"<path>: <problem>"``. They never pad, never guess and never print:
+Each reader returns a :class:`RawCloud`: the file's x, y, z as an ``(N, 3) float64`` array
+(values stored as float32 or integers convert exactly), with the points the format marks
+invalid and the organised shape where there is one; or it raises
+:class:`pcreg.errors.CorruptFileError` with a one-line message ``"<path>: <problem>"``.
+They never pad, never guess and never print:
 
 * the point count of the header is checked against the data actually present, before
   anything is allocated; a truncated file, a short or long ASCII row, a non-numeric token or
@@ -10,8 +12,9 @@ one-line message ``"<path>: <problem>"``. They never pad, never guess and never 
 * x, y and z are taken by name, whatever type the header declares for them;
 * other elements of a PLY file (the faces of a mesh, before or after the vertices) are walked
   over and checked for size, not read;
-* non-finite values (``nan``, ``inf``, ``1e999``) are returned as such, for
-  :func:`pcreg.io.validate_points` to refuse or drop.
+* non-finite values (``nan``, ``inf``, ``1e999``) are returned as such, and the points a
+  format marks invalid (an organised cloud's ``(0, 0, 0)`` pixels) are flagged, for
+  :func:`pcreg.io.read_points` to drop and count (or refuse, under ``nan_policy="error"``).
 
 PLY and PCD are parsed with numpy here rather than by Open3D, whose readers zero-pad
 truncated or corrupt files (sometimes with uninitialised rows), print to stderr and still
@@ -22,8 +25,9 @@ count checked and laspy's warnings and log records kept off the terminal.
 
 from __future__ import annotations
 
+from pcreg.io_formats._common import RawCloud
 from pcreg.io_formats.las import read_las
 from pcreg.io_formats.pcd import lzf_decompress, read_pcd
 from pcreg.io_formats.ply import read_ply, write_ply
 
-__all__ = ["lzf_decompress", "read_las", "read_pcd", "read_ply", "write_ply"]
+__all__ = ["RawCloud", "lzf_decompress", "read_las", "read_pcd", "read_ply", "write_ply"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -108,3 +109,35 @@ def _parse_rows(
 
 
 # --------------------------------------------------------------------------- PLY
+
+
+# --------------------------------------------------------------------------- results
+@dataclass
+class RawCloud:
+    """What a format reader found, before :func:`pcreg.io.validate_points` drops anything.
+
+    Attributes:
+        xyz: ``(N, 3) float64`` coordinates in the file's units (metres); may hold NaN/Inf.
+        marked: ``(N,) bool``, True where the format marks a finite point invalid (the
+            ``(0, 0, 0)`` pixels of an organised cloud, an E57 ``cartesianInvalidState``);
+            None when nothing is marked.
+        marked_what: the words for a marked point in messages, e.g. "(0, 0, 0) pixels".
+        organized: ``(height, width)`` of an organised cloud (one point per pixel), else None.
+        content: what the points are, for the log ("points", "mesh vertices", ...).
+    """
+
+    xyz: np.ndarray
+    marked: np.ndarray | None = None
+    marked_what: str = ""
+    organized: tuple[int, int] | None = None
+    content: str = "points"
+
+
+def organized_zeros(xyz: np.ndarray, height: int, width: int) -> np.ndarray | None:
+    """The ``(0, 0, 0)`` points of an organised cloud (``height > 1``), where RGB-D and
+    LiDAR drivers put a pixel without a return; None for an unorganised cloud (where the
+    origin is a real point)."""
+    if height <= 1 or width <= 1:
+        return None
+    zero = (xyz == 0).all(axis=1)
+    return zero if zero.any() else None

@@ -14,6 +14,7 @@ import numpy as np
 from pcreg.errors import CorruptFileError
 from pcreg.io_formats._common import (
     _AXES,
+    RawCloud,
     _one_line,
 )
 
@@ -41,7 +42,7 @@ def _quiet_laspy() -> Iterator[list[str]]:
         log.propagate = propagate
 
 
-def read_las(path: Path) -> np.ndarray:
+def read_las(path: Path) -> RawCloud:
     """Scaled x, y, z of a LAS/LAZ file as ``(N, 3) float64``; CorruptFileError for a scale
     of 0, a non-finite scale or offset, or fewer points than the header declares."""
     try:
@@ -80,4 +81,4 @@ def read_las(path: Path) -> np.ndarray:
             f"LAS header declares {declared} points but only {len(xyz)} could be read: "
             f"truncated or corrupt{note}",
         )
-    return xyz.astype(np.float64, copy=False)
+    return RawCloud(xyz.astype(np.float64, copy=False))

@@ -13,12 +13,14 @@ import numpy as np
 from pcreg.errors import CorruptFileError
 from pcreg.io_formats._common import (
     _AXES,
+    RawCloud,
     _body_lines,
     _count,
     _decode_header,
     _one_line,
     _parse_rows,
     _read_bytes,
+    organized_zeros,
 )
 
 _PCD_KEYS = ("VERSION", "FIELDS", "SIZE", "TYPE", "COUNT", "WIDTH", "HEIGHT", "VIEWPOINT",
@@ -37,8 +39,11 @@ class _PcdField:
         return np.dtype(self.type).itemsize * self.count
 
 
-def _pcd_header(path: Path, data: bytes) -> tuple[str, list[_PcdField], int, int, int]:
-    """(data kind, fields, points, offset of the body, lines in the header) of a PCD file."""
+def _pcd_header(
+    path: Path, data: bytes
+) -> tuple[str, list[_PcdField], int, int, int, tuple[int, int]]:
+    """(data kind, fields, points, offset of the body, lines in the header, (height, width))
+    of a PCD file."""
     if not data:
         raise CorruptFileError(path, "file is empty (0 bytes)")
     start = data[:256].lstrip()
@@ -111,7 +116,8 @@ def _pcd_header(path: Path, data: bytes) -> tuple[str, list[_PcdField], int, int
         points = width * height
     if points is None:
         raise CorruptFileError(path, "PCD header has neither POINTS nor WIDTH")
-    return kind, fields, points, body, len(lines)
+    shape = (height, points // height if height else points) if width is None else (height, width)
+    return kind, fields, points, body, len(lines), shape
 
 
 def lzf_decompress(src: bytes, size: int) -> bytes:
@@ -164,11 +170,27 @@ def _pcd_fields(fields: list[_PcdField], columns) -> np.ndarray:
     return np.stack(out, axis=1)
 
 
-def read_pcd(path: Path) -> np.ndarray:
-    """x, y, z of a PCD file (DATA ascii, binary or binary_compressed) as ``(N, 3) float64``;
+def read_pcd(path: Path) -> RawCloud:
+    """x, y, z of a PCD file (DATA ascii, binary or binary_compressed) as ``(N, 3) float64``,
+    NaN kept; an organised cloud (HEIGHT > 1) has its ``(0, 0, 0)`` pixels marked invalid.
     CorruptFileError for anything inconsistent."""
     data = _read_bytes(path)
-    kind, fields, points, body, header_lines = _pcd_header(path, data)
+    kind, fields, points, body, header_lines, (height, width) = _pcd_header(path, data)
+    xyz = _read_pcd_xyz(path, data, kind, fields, points, body, header_lines)
+    organized = (height, width) if height > 1 else None
+    marked = organized_zeros(xyz, height, width)
+    return RawCloud(xyz, marked, "(0, 0, 0) pixels of the organised cloud", organized)
+
+
+def _read_pcd_xyz(
+    path: Path,
+    data: bytes,
+    kind: str,
+    fields: list[_PcdField],
+    points: int,
+    body: int,
+    header_lines: int,
+) -> np.ndarray:
     row = sum(f.size for f in fields)
     offsets = {f.name: sum(g.size for g in fields[:i]) for i, f in enumerate(fields)}
     if kind == "ascii":

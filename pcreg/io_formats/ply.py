@@ -13,6 +13,7 @@ import numpy as np
 from pcreg.errors import CorruptFileError
 from pcreg.io_formats._common import (
     _AXES,
+    RawCloud,
     _body_lines,
     _check_widths,
     _count,
@@ -316,14 +317,14 @@ def _ply_ascii(path: Path, data: bytes, elements: list[_PlyElement], body: int, 
     return xyz
 
 
-def read_ply(path: Path) -> np.ndarray:
+def read_ply(path: Path) -> RawCloud:
     """x, y, z of the vertices of a PLY file (ASCII or binary, point cloud or mesh) as
-    ``(N, 3) float64``; CorruptFileError for anything inconsistent."""
+    ``(N, 3) float64``, NaN kept; CorruptFileError for anything inconsistent."""
     data = _read_bytes(path)
     fmt, elements, body, header_lines = _ply_header(path, data)
     if fmt == "ascii":
-        return _ply_ascii(path, data, elements, body, header_lines + 1)
-    return _ply_binary(path, data, fmt, elements, body)
+        return RawCloud(_ply_ascii(path, data, elements, body, header_lines + 1))
+    return RawCloud(_ply_binary(path, data, fmt, elements, body))
 
 
 def write_ply(path: Path, xyz: np.ndarray, dtype: np.dtype) -> None:

@@ -239,7 +239,7 @@ WRONG_EXT = {
 CORRUPT_FAST = {
     ("ply-binary", "trunc50"),
     ("pcd-ascii", "header-larger"),
-    ("npy", "nan"),
+    ("npy", "nan-strict"),
     ("laz", "header-huge"),
     ("las", "garbage"),
     ("ply-ascii", "nan-drop"),
@@ -256,7 +256,7 @@ def _corrupt_case(
     allowed: frozenset[int],
     make,
     *,
-    drop: bool = False,
+    strict: bool = False,
     ext: str | None = None,
     no_answer: bool = False,
 ):
@@ -265,7 +265,7 @@ def _corrupt_case(
         data = _base(ws, fmt).read_bytes()
         path = tmp / ("scan" + (EXT[fmt] if ext is None else ext))
         path.write_bytes(make(ws, data))
-        extra = ("--drop-nonfinite",) if drop else ()
+        extra = ("--strict-input",) if strict else ()
         return register_inv(
             ws,
             "demo",
@@ -312,13 +312,15 @@ for _fmt in CORRUPT_FORMATS:
             )
     if _fmt in FLOAT_FORMATS:
         for _kind in ("nan", "inf"):
-            _corrupt_case(_fmt, _kind, BAD, lambda ws, d, f=_fmt, k=_kind: _nan_points(k)(ws, f))
-            _corrupt_case(
+            _corrupt_case(  # invalid points are dropped by default; --strict-input refuses
                 _fmt,
-                f"{_kind}-drop",
-                ANY,
+                f"{_kind}-strict",
+                BAD,
                 lambda ws, d, f=_fmt, k=_kind: _nan_points(k)(ws, f),
-                drop=True,
+                strict=True,
+            )
+            _corrupt_case(
+                _fmt, f"{_kind}-drop", ANY, lambda ws, d, f=_fmt, k=_kind: _nan_points(k)(ws, f)
             )
 
 
@@ -326,7 +328,7 @@ for _fmt in CORRUPT_FORMATS:
 def _(ws, tmp):
     path = tmp / "allnan.npy"
     np.save(path, np.full((1000, 3), np.nan))
-    return register_inv(ws, "demo", path, ws.demo.ref_path, "--drop-nonfinite", allowed=BAD)
+    return register_inv(ws, "demo", path, ws.demo.ref_path, allowed=BAD)
 
 
 @case("corrupt", "xyz-overflow-1e999")
@@ -352,7 +354,9 @@ def _(ws, tmp):
     pts[7, 1] = np.nan
     path = tmp / "ref_nan.pcd"
     path.write_bytes(cloud_bytes(pts, "pcd-binary"))
-    return register_inv(ws, "demo", ws.demo.src_path, path, allowed=BAD, names=(path.name,))
+    return register_inv(
+        ws, "demo", ws.demo.src_path, path, "--strict-input", allowed=BAD, names=(path.name,)
+    )
 
 
 @case("corrupt", "kitti-bin-trunc-odd")
@@ -1995,13 +1999,13 @@ _view_case(
     BAD,
     src=lambda ws, t: _write(t, "nan.xyz", b"nan 0 0\n" + cloud_bytes(ws.demo.src, "xyz")),
     names=("nan.xyz",),
+    extra=("--strict-input",),
 )
 _view_case(
     "nan-src-drop",
     None,
     OK,
     src=lambda ws, t: _write(t, "nan.xyz", b"nan 0 0\n" + cloud_bytes(ws.demo.src, "xyz")),
-    extra=("--drop-nonfinite",),
 )
 _view_case(
     "corrupt-src",
@@ -2140,13 +2144,14 @@ _odo_case(
     lambda ws, t: [ws.kitti.src_path, _write(t, "nan.bin", _nan_bin(ws))],
     BAD,
     names=("nan.bin",),
+    extra=("--workers", "1", "--strict-input"),
 )
 _odo_case(
     "nan-scan-drop",
     lambda ws, t: [ws.kitti.src_path, _write(t, "nan.bin", _nan_bin(ws))],
     OK,
     relative=_k_rel,
-    extra=("--workers", "1", "--drop-nonfinite"),
+    extra=("--workers", "1"),
 )
 _odo_case(
     "same-out-render",
