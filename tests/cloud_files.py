@@ -90,3 +90,23 @@ def depth_image_cloud(
     valid = rng.random(height * width) >= hole_fraction
     xyz[~valid] = np.nan
     return xyz, valid
+
+
+def ply_bytes(columns: dict[str, np.ndarray], fmt: str = "binary_little_endian") -> bytes:
+    """A PLY point cloud of ``columns`` (name -> ``(N,)`` array; float32 -> ``float``,
+    float64 -> ``double``, uint8 -> ``uchar``, ...), ``fmt`` ascii or binary of either order."""
+    types = {"f4": "float", "f8": "double", "u1": "uchar", "u2": "ushort", "i4": "int"}
+    names = list(columns)
+    n = len(next(iter(columns.values())))
+    dtypes = [np.dtype(columns[k].dtype) for k in names]
+    header = ["ply", f"format {fmt} 1.0", f"element vertex {n}"]
+    header += [f"property {types[d.str[1:]]} {k}" for k, d in zip(names, dtypes, strict=True)]
+    head = ("\n".join([*header, "end_header"]) + "\n").encode("ascii")
+    if fmt == "ascii":
+        rows = [" ".join(repr(columns[k][i].item()) for k in names) for i in range(n)]
+        return head + ("\n".join(rows) + "\n").encode("ascii")
+    order = "<" if fmt == "binary_little_endian" else ">"
+    table = np.empty(n, [(k, d.newbyteorder(order)) for k, d in zip(names, dtypes, strict=True)])
+    for k in names:
+        table[k] = columns[k]
+    return head + table.tobytes()

@@ -107,6 +107,10 @@ def _pcd_header(
 
     width, height, points = number("WIDTH"), number("HEIGHT"), number("POINTS")
     height = 1 if height is None else height
+    if points and width is not None and width * height == 0:
+        # Some vendors' tools write "WIDTH 0 / HEIGHT 0 / POINTS n": the count is given once,
+        # and the data (checked against it by the caller) decides; an unorganised cloud.
+        width, height = points, 1
     if points is not None:
         if width is not None and width * height != points:
             raise CorruptFileError(
