@@ -16,7 +16,12 @@ Supported point formats (by extension, case-insensitive):
 ``.bin``       KITTI Velodyne: float32 records x, y, z, intensity (16 bytes each)
 ``.xyz``       whitespace-separated text, >= 3 columns (``.txt`` too; ``.csv`` uses commas)
 ``.las/.laz``  laspy (scaled x, y, z); ``.laz`` needs the lazrs backend (installed)
+``.e57``       pye57: one scan, its pose applied (the file's world frame); ``FILE.e57#K``
+               is scan K, 0-based (a file of one scan needs no ``#K``)
 =============  =====================================================================
+
+A file that holds several clouds is addressed as ``FILE#SELECTOR`` (see
+:func:`split_address`); a path that exists as given is always taken whole.
 
 Invalid points are dropped and counted by default: NaN/Inf coordinates (the PCL/ROS mark of
 a pixel without depth) and the points a format marks invalid (the ``(0, 0, 0)`` pixels of an
@@ -56,7 +61,7 @@ from pcreg.errors import (
     ShapeError,
     UnknownFormatError,
 )
-from pcreg.io_formats import RawCloud, read_las, read_pcd, read_ply, write_ply
+from pcreg.io_formats import RawCloud, read_e57, read_las, read_pcd, read_ply, write_ply
 
 __all__ = [
     "POINT_READ_FORMATS",
@@ -65,6 +70,7 @@ __all__ = [
     "ReadInfo",
     "read_points",
     "read_transform",
+    "split_address",
     "validate_points",
     "validate_transform",
     "write_points",
@@ -85,7 +91,10 @@ POINT_READ_FORMATS = (
     ".csv",
     ".las",
     ".laz",
+    ".e57",
 )
+#: formats whose files hold several clouds, one addressed as ``FILE#SELECTOR``
+MULTI_CLOUD_FORMATS = (".e57",)
 POINT_WRITE_FORMATS = (".ply", ".npy")
 TRANSFORM_FORMATS = (".txt", ".npy", ".json")
 
@@ -116,7 +125,8 @@ class ReadInfo:
         dropped_marked: of ``dropped_invalid``, the finite points the format marks invalid
             (an organised cloud's ``(0, 0, 0)`` pixels).
         organized: ``(height, width)`` of an organised cloud, else None.
-        content: what the points are: ``"points"`` for a point cloud.
+        content: what the points are: ``"points"`` for a point cloud, ``"scan #2 of 3, pose
+            applied"`` for a scan of an E57 file.
     """
 
     source: str
@@ -150,6 +160,18 @@ def _check_suffix(path: Path, formats: tuple[str, ...], what: str) -> str:
             + ", ".join(formats),
         )
     return suffix
+
+
+def split_address(path: PathLike) -> tuple[Path, str | None]:
+    """``(file, selector)`` of a point-cloud address ``FILE#SELECTOR`` (``scans.e57#2``): the
+    text after the first ``#`` selects a cloud inside a file that holds several. A path that
+    exists as given is taken whole (selector None), ``#`` in its name and all."""
+    text = os.fspath(path)
+    whole = Path(text)
+    if "#" not in text or whole.exists():
+        return whole, None
+    head, _, selector = text.partition("#")
+    return Path(head), selector
 
 
 def _check_file(path: Path, formats: tuple[str, ...], what: str) -> str:
@@ -404,7 +426,9 @@ def read_points(
     """Read a point cloud file.
 
     Args:
-        path: a file with one of the extensions in :data:`POINT_READ_FORMATS`.
+        path: a file with one of the extensions in :data:`POINT_READ_FORMATS`, or
+            ``FILE#SELECTOR`` for one cloud of a file that holds several
+            (:data:`MULTI_CLOUD_FORMATS`): ``scans.e57#2`` is scan 2, 0-based.
         nan_policy: ``"drop"`` (default) drops invalid points (NaN/Inf, and the points the
             format marks invalid, e.g. an organised cloud's ``(0, 0, 0)`` pixels) with one
             WARNING naming the file and the count; ``"error"`` refuses the file
@@ -423,10 +447,20 @@ def read_points(
         UnknownFormatError, MissingFileError, CorruptFileError, EmptyCloudError,
         NonFiniteError, ShapeError: each with a message that names ``path``.
     """
-    path = Path(path)
+    address = os.fspath(path)
+    path, selector = split_address(address)
     suffix = _check_file(path, POINT_READ_FORMATS, "point cloud")
+    if selector is not None and suffix not in MULTI_CLOUD_FORMATS:
+        raise InputError(
+            path,
+            f"'#{selector}' addresses one cloud inside a file that holds several ("
+            + ", ".join(MULTI_CLOUD_FORMATS)
+            + f"); a {suffix} file holds one",
+        )
     _check_read_memory(path, suffix, READ_MEMORY_CAP if max_memory is None else max_memory)
-    if suffix == ".ply":
+    if suffix == ".e57":
+        raw = read_e57(path, selector)
+    elif suffix == ".ply":
         raw = read_ply(path)
     elif suffix == ".pcd":
         raw = read_pcd(path)
@@ -440,11 +474,12 @@ def read_points(
         raw = read_las(path)
     else:
         raw = RawCloud(_read_text(path))
-    xyz, dropped, marked = _validate(raw.xyz, path, nan_policy, raw.marked, raw.marked_what)
+    source = address if selector is not None else path
+    xyz, dropped, marked = _validate(raw.xyz, source, nan_policy, raw.marked, raw.marked_what)
     if not return_info:
         return xyz
     info = ReadInfo(
-        os.fspath(path), len(xyz) + dropped, dropped, marked, raw.organized, raw.content
+        os.fspath(source), len(xyz) + dropped, dropped, marked, raw.organized, raw.content
     )
     return xyz, info
 

@@ -1,4 +1,5 @@
-"""Strict parsers of the point-cloud formats with a header: PLY, PCD and LAS/LAZ.
+"""Strict parsers of the point-cloud formats with a header: PLY, PCD and LAS/LAZ; E57 scans
+(through pye57, :mod:`pcreg.io_formats.e57`).
 
 Each reader returns a :class:`RawCloud`: the file's x, y, z as an ``(N, 3) float64`` array
 (values stored as float32 or integers convert exactly), with the points the format marks
@@ -26,8 +27,17 @@ count checked and laspy's warnings and log records kept off the terminal.
 from __future__ import annotations
 
 from pcreg.io_formats._common import RawCloud
+from pcreg.io_formats.e57 import read_e57
 from pcreg.io_formats.las import read_las
 from pcreg.io_formats.pcd import lzf_decompress, read_pcd
 from pcreg.io_formats.ply import read_ply, write_ply
 
-__all__ = ["RawCloud", "lzf_decompress", "read_las", "read_pcd", "read_ply", "write_ply"]
+__all__ = [
+    "RawCloud",
+    "lzf_decompress",
+    "read_e57",
+    "read_las",
+    "read_pcd",
+    "read_ply",
+    "write_ply",
+]
