@@ -9,7 +9,7 @@ Transforms are ``(4, 4) float64`` matrices ``T_ref_src`` in the column-vector co
 Supported point formats (by extension, case-insensitive):
 
 =============  =====================================================================
-``.ply``       ASCII or binary (either byte order); the vertices of a point cloud or a mesh
+``.ply``       ASCII or binary (either byte order); a point cloud, or a mesh (below)
 ``.pcd``       DATA ascii, binary or binary_compressed
 ``.npy``       array ``(N, C)``, C >= 3; the first three columns are x, y, z
 ``.npz``       key ``points`` (or ``xyz``, or the only array in the archive)
@@ -18,6 +18,9 @@ Supported point formats (by extension, case-insensitive):
 ``.las/.laz``  laspy (scaled x, y, z); ``.laz`` needs the lazrs backend (installed)
 ``.e57``       pye57: one scan, its pose applied (the file's world frame); ``FILE.e57#K``
                is scan K, 0-based (a file of one scan needs no ``#K``)
+``.obj/.off``  a mesh (Open3D's reader): its vertices, or a uniform surface sample when
+               they are sparse for its area (:mod:`pcreg.io_formats.mesh` gives the rule)
+``.stl``       a mesh without shared vertices: always a uniform surface sample
 =============  =====================================================================
 
 A file that holds several clouds is addressed as ``FILE#SELECTOR`` (see
@@ -61,7 +64,17 @@ from pcreg.errors import (
     ShapeError,
     UnknownFormatError,
 )
-from pcreg.io_formats import RawCloud, read_e57, read_las, read_pcd, read_ply, write_ply
+from pcreg.io_formats import (
+    MESH_FORMATS,
+    RawCloud,
+    ply_mesh_cloud,
+    read_e57,
+    read_las,
+    read_mesh,
+    read_pcd,
+    read_ply,
+    write_ply,
+)
 
 __all__ = [
     "POINT_READ_FORMATS",
@@ -92,6 +105,7 @@ POINT_READ_FORMATS = (
     ".las",
     ".laz",
     ".e57",
+    *MESH_FORMATS,
 )
 #: formats whose files hold several clouds, one addressed as ``FILE#SELECTOR``
 MULTI_CLOUD_FORMATS = (".e57",)
@@ -126,7 +140,8 @@ class ReadInfo:
             (an organised cloud's ``(0, 0, 0)`` pixels).
         organized: ``(height, width)`` of an organised cloud, else None.
         content: what the points are: ``"points"`` for a point cloud, ``"scan #2 of 3, pose
-            applied"`` for a scan of an E57 file.
+            applied"`` for a scan of an E57 file, ``"mesh vertices (...)"`` or ``"surface
+            sample of N points (...)"`` for a mesh.
     """
 
     source: str
@@ -460,8 +475,12 @@ def read_points(
     _check_read_memory(path, suffix, READ_MEMORY_CAP if max_memory is None else max_memory)
     if suffix == ".e57":
         raw = read_e57(path, selector)
+    elif suffix in MESH_FORMATS:
+        raw = read_mesh(path)
     elif suffix == ".ply":
         raw = read_ply(path)
+        if raw.faces:
+            raw = ply_mesh_cloud(path, raw)
     elif suffix == ".pcd":
         raw = read_pcd(path)
     elif suffix == ".npy":

@@ -137,9 +137,9 @@ def test_missing_file(capsys, pair_files, tmp_path):
 
 
 def test_unknown_format(capsys, pair_files, tmp_path):
-    (tmp_path / "scan.obj").write_text("v 0 0 0\n")
-    _fail(capsys, ["register", str(tmp_path / "scan.obj"), str(pair_files / "ref.ply")],
-          "scan.obj", "unknown")  # fmt: skip
+    (tmp_path / "scan.vtk").write_text("v 0 0 0\n")
+    _fail(capsys, ["register", str(tmp_path / "scan.vtk"), str(pair_files / "ref.ply")],
+          "scan.vtk", "unknown")  # fmt: skip
 
 
 def test_empty_cloud(capsys, pair_files, tmp_path):

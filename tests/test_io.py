@@ -113,7 +113,7 @@ def test_missing_file(tmp_path):
 
 
 def test_unknown_extension(tmp_path):
-    p = tmp_path / "cloud.obj"
+    p = tmp_path / "cloud.vtk"
     p.write_text("v 0 0 0\n")
     with raises_naming(UnknownFormatError, p):
         io.read_points(p)

@@ -12,6 +12,7 @@ import pytest
 
 from pcreg import io
 from pcreg.errors import CorruptFileError, EmptyCloudError, NonFiniteError
+from pcreg.io_formats import read_ply
 
 N = 500
 
@@ -239,7 +240,11 @@ def test_mesh_ply_reads_its_vertices(tmp_path, fmt, faces, faces_first):
     xyz = utm_cloud(8)
     data = ply_bytes(xyz, fmt, faces=faces, faces_first=faces_first)
     (tmp_path / "mesh.ply").write_bytes(data)
-    np.testing.assert_array_equal(io.read_points(tmp_path / "mesh.ply"), xyz)
+    np.testing.assert_array_equal(read_ply(tmp_path / "mesh.ply").xyz, xyz)
+    # 8 vertices 50 m apart do not stand for the surface: read_points samples it
+    # (tests/test_io_mesh.py), or keeps the vertices where Open3D cannot read the polygons
+    read = io.read_points(tmp_path / "mesh.ply")
+    assert len(read) == 8 or len(read) >= 10_000
     # cut inside the faces (last element) or the vertices: an error either way
     (tmp_path / "cut.ply").write_bytes(data[:-30])
     with pytest.raises(CorruptFileError):

@@ -29,14 +29,18 @@ from __future__ import annotations
 from pcreg.io_formats._common import RawCloud
 from pcreg.io_formats.e57 import read_e57
 from pcreg.io_formats.las import read_las
+from pcreg.io_formats.mesh import MESH_FORMATS, ply_mesh_cloud, read_mesh
 from pcreg.io_formats.pcd import lzf_decompress, read_pcd
 from pcreg.io_formats.ply import read_ply, write_ply
 
 __all__ = [
+    "MESH_FORMATS",
     "RawCloud",
     "lzf_decompress",
+    "ply_mesh_cloud",
     "read_e57",
     "read_las",
+    "read_mesh",
     "read_pcd",
     "read_ply",
     "write_ply",

@@ -124,6 +124,7 @@ class RawCloud:
         marked_what: the words for a marked point in messages, e.g. "(0, 0, 0) pixels".
         organized: ``(height, width)`` of an organised cloud (one point per pixel), else None.
         content: what the points are, for the log ("points", "mesh vertices", ...).
+        faces: faces a PLY file declares (a mesh, for :mod:`pcreg.io_formats.mesh`).
     """
 
     xyz: np.ndarray
@@ -131,6 +132,7 @@ class RawCloud:
     marked_what: str = ""
     organized: tuple[int, int] | None = None
     content: str = "points"
+    faces: int = 0
 
 
 def organized_zeros(xyz: np.ndarray, height: int, width: int) -> np.ndarray | None:

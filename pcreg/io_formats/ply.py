@@ -322,9 +322,12 @@ def read_ply(path: Path) -> RawCloud:
     ``(N, 3) float64``, NaN kept; CorruptFileError for anything inconsistent."""
     data = _read_bytes(path)
     fmt, elements, body, header_lines = _ply_header(path, data)
+    faces = sum(e.count for e in elements if e.name == "face")
     if fmt == "ascii":
-        return RawCloud(_ply_ascii(path, data, elements, body, header_lines + 1))
-    return RawCloud(_ply_binary(path, data, fmt, elements, body))
+        xyz = _ply_ascii(path, data, elements, body, header_lines + 1)
+    else:
+        xyz = _ply_binary(path, data, fmt, elements, body)
+    return RawCloud(xyz, faces=faces)
 
 
 def write_ply(path: Path, xyz: np.ndarray, dtype: np.dtype) -> None:

@@ -1,0 +1,125 @@
+"""Meshes as point clouds: PLY with faces, OBJ and OFF give their vertices when these cover the
+surface densely (as Open3D's triangle-mesh reader reads them), else a uniform sample of the
+surface, and STL (no shared vertices) is always sampled; the log says which. Files are
+written by Open3D here."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+
+from pcreg import io
+from pcreg.errors import CorruptFileError
+from pcreg.io_formats import mesh as mesh_rule
+
+o3d = pytest.importorskip("open3d")
+
+FORMATS = ["ply", "obj", "off"]
+
+
+@pytest.fixture(autouse=True)
+def _silent(capfd):
+    """Open3D's readers print; nothing may reach stdout or stderr."""
+    yield
+    out, err = capfd.readouterr()
+    assert out == "" and err == "", (out, err)
+
+
+def write_mesh(path, mesh) -> None:
+    with o3d.utility.VerbosityContextManager(o3d.utility.VerbosityLevel.Error):
+        assert o3d.io.write_triangle_mesh(str(path), mesh)
+
+
+def open3d_vertices(path) -> np.ndarray:
+    return np.asarray(o3d.io.read_triangle_mesh(str(path)).vertices)
+
+
+def dense_sphere():
+    """22k vertices on a sphere of radius 1: 2.4 cm apart, 0.7 % of its 3.46 m diagonal."""
+    return o3d.geometry.TriangleMesh.create_sphere(radius=1.0, resolution=150)
+
+
+def box():
+    """8 vertices, 12 triangles: far too few to stand for the surface."""
+    return o3d.geometry.TriangleMesh.create_box(2.0, 1.0, 0.5)
+
+
+def messages(caplog):
+    return [r.getMessage() for r in caplog.records if r.name == "pcreg.io"]
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_dense_mesh_gives_its_vertices(tmp_path, caplog, fmt):
+    path = tmp_path / f"sphere.{fmt}"
+    write_mesh(path, dense_sphere())
+    with caplog.at_level(logging.INFO, logger="pcreg.io"):
+        points, info = io.read_points(path, return_info=True)
+    np.testing.assert_allclose(points, open3d_vertices(path), rtol=0, atol=1e-6)
+    assert info.content.startswith("mesh vertices")
+    assert any("its vertices are the cloud" in m and str(path) in m for m in messages(caplog))
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_sparse_mesh_gives_a_surface_sample(tmp_path, caplog, fmt):
+    path = tmp_path / f"box.{fmt}"
+    write_mesh(path, box())
+    with caplog.at_level(logging.WARNING, logger="pcreg.io"):
+        points, info = io.read_points(path, return_info=True)
+    # area 7 m2, diagonal 2.29 m: a spacing of 0.5 % of it
+    count = int(np.ceil(7.0 / (0.005 * np.linalg.norm([2.0, 1.0, 0.5])) ** 2))
+    assert len(points) == count
+    assert info.content.startswith(f"surface sample of {count} points")
+    (note,) = messages(caplog)
+    assert str(path) in note and f"uniform sample of {count} surface points" in note
+    # every point on a face of the box, and every face sampled in proportion to its area
+    extent = np.array([2.0, 1.0, 0.5])
+    assert (points >= -1e-9).all() and (points <= extent + 1e-9).all()
+    on_face = np.isclose(points, 0, atol=1e-9) | np.isclose(points, extent, atol=1e-9)
+    assert on_face.any(axis=1).all()
+    share_z = (np.isclose(points[:, 2], 0) | np.isclose(points[:, 2], 0.5)).mean()
+    assert abs(share_z - 4.0 / 7.0) < 0.01  # the two 2 x 1 faces hold 4 of the 7 m2
+    np.testing.assert_array_equal(io.read_points(path), points)  # reproducible
+
+
+def test_stl_is_always_sampled(tmp_path, caplog):
+    sphere = dense_sphere()
+    sphere.compute_triangle_normals()
+    path = tmp_path / "sphere.stl"
+    write_mesh(path, sphere)
+    with caplog.at_level(logging.WARNING, logger="pcreg.io"):
+        points, info = io.read_points(path, return_info=True)
+    assert len(points) >= mesh_rule.SAMPLE_MIN
+    assert "STL has no shared vertices" in info.content
+    radius = np.linalg.norm(points, axis=1)
+    assert (radius <= 1 + 1e-6).all() and (radius > 0.999).all()  # on the facets
+    (note,) = messages(caplog)
+    assert str(path) in note and "STL has no shared vertices" in note
+
+
+def test_the_rule_between_vertices_and_sample():
+    """The vertices stand for the surface when sqrt(area / vertices) <= 1 % of the diagonal."""
+    coarse = o3d.geometry.TriangleMesh.create_sphere(radius=1.0, resolution=20)  # 382 vertices
+    for mesh, sampled in ((dense_sphere(), False), (coarse, True), (box(), True)):
+        v, t = np.asarray(mesh.vertices), np.asarray(mesh.triangles)
+        raw = mesh_rule.mesh_cloud(mesh_rule.Path("m.obj"), v, t)
+        assert raw.content.startswith("surface sample") == sampled
+
+
+def test_corrupt_meshes_are_refused(tmp_path):
+    (tmp_path / "bad.obj").write_text("this is not a mesh\n")
+    with pytest.raises(CorruptFileError, match=r"bad\.obj: no vertices could be read as OBJ"):
+        io.read_points(tmp_path / "bad.obj")
+    write_mesh(tmp_path / "box.off", box())
+    text = (tmp_path / "box.off").read_text().splitlines()
+    (tmp_path / "cut.off").write_text("\n".join(text[:-3]) + "\n")
+    with pytest.raises(CorruptFileError, match=r"cut\.off: "):
+        io.read_points(tmp_path / "cut.off")
+    sphere = dense_sphere()
+    sphere.compute_triangle_normals()
+    write_mesh(tmp_path / "s.stl", sphere)
+    data = (tmp_path / "s.stl").read_bytes()
+    (tmp_path / "cut.stl").write_bytes(data[: len(data) // 2])
+    with pytest.raises(CorruptFileError, match=r"cut\.stl: binary STL declares \d+ triangles"):
+        io.read_points(tmp_path / "cut.stl")
