@@ -21,6 +21,9 @@ Supported point formats (by extension, case-insensitive):
 ``.obj/.off``  a mesh (Open3D's reader): its vertices, or a uniform surface sample when
                they are sparse for its area (:mod:`pcreg.io_formats.mesh` gives the rule)
 ``.stl``       a mesh without shared vertices: always a uniform surface sample
+``.bag``       ROS 1 bag; ``.db3``/``.mcap`` or a folder with ``metadata.yaml``: ROS 2 bag.
+               One sensor_msgs/PointCloud2 message, ``BAG#/TOPIC#K`` (K 0-based, default
+               0), in the message's frame (:mod:`pcreg.io_formats.rosbag`)
 =============  =====================================================================
 
 A file that holds several clouds is addressed as ``FILE#SELECTOR`` (see
@@ -66,13 +69,16 @@ from pcreg.errors import (
 )
 from pcreg.io_formats import (
     MESH_FORMATS,
+    ROS_FORMATS,
     RawCloud,
+    is_rosbag2_dir,
     ply_mesh_cloud,
     read_e57,
     read_las,
     read_mesh,
     read_pcd,
     read_ply,
+    read_rosbag,
     write_ply,
 )
 
@@ -106,9 +112,11 @@ POINT_READ_FORMATS = (
     ".laz",
     ".e57",
     *MESH_FORMATS,
+    *ROS_FORMATS,
 )
-#: formats whose files hold several clouds, one addressed as ``FILE#SELECTOR``
-MULTI_CLOUD_FORMATS = (".e57",)
+#: formats whose files hold several clouds, one addressed as ``FILE#SELECTOR`` (and a
+#: ROS 2 bag's folder)
+MULTI_CLOUD_FORMATS = (".e57", *ROS_FORMATS)
 POINT_WRITE_FORMATS = (".ply", ".npy")
 TRANSFORM_FORMATS = (".txt", ".npy", ".json")
 
@@ -443,7 +451,9 @@ def read_points(
     Args:
         path: a file with one of the extensions in :data:`POINT_READ_FORMATS`, or
             ``FILE#SELECTOR`` for one cloud of a file that holds several
-            (:data:`MULTI_CLOUD_FORMATS`): ``scans.e57#2`` is scan 2, 0-based.
+            (:data:`MULTI_CLOUD_FORMATS`): ``scans.e57#2`` is scan 2, 0-based;
+            ``run.bag#/velodyne_points#3`` is message 3 of that topic; a ROS 2 bag is its
+            folder (``rec#/points``) or one of its storage files.
         nan_policy: ``"drop"`` (default) drops invalid points (NaN/Inf, and the points the
             format marks invalid, e.g. an organised cloud's ``(0, 0, 0)`` pixels) with one
             WARNING naming the file and the count; ``"error"`` refuses the file
@@ -464,7 +474,9 @@ def read_points(
     """
     address = os.fspath(path)
     path, selector = split_address(address)
-    suffix = _check_file(path, POINT_READ_FORMATS, "point cloud")
+    suffix = (
+        ".db3" if is_rosbag2_dir(path) else _check_file(path, POINT_READ_FORMATS, "point cloud")
+    )
     if selector is not None and suffix not in MULTI_CLOUD_FORMATS:
         raise InputError(
             path,
@@ -472,8 +484,11 @@ def read_points(
             + ", ".join(MULTI_CLOUD_FORMATS)
             + f"); a {suffix} file holds one",
         )
-    _check_read_memory(path, suffix, READ_MEMORY_CAP if max_memory is None else max_memory)
-    if suffix == ".e57":
+    if suffix not in ROS_FORMATS:  # a bag is read one message at a time
+        _check_read_memory(path, suffix, READ_MEMORY_CAP if max_memory is None else max_memory)
+    if suffix in ROS_FORMATS:
+        raw = read_rosbag(path, selector)
+    elif suffix == ".e57":
         raw = read_e57(path, selector)
     elif suffix in MESH_FORMATS:
         raw = read_mesh(path)

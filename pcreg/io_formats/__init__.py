@@ -1,5 +1,6 @@
 """Strict parsers of the point-cloud formats with a header: PLY, PCD and LAS/LAZ; E57 scans
-(through pye57, :mod:`pcreg.io_formats.e57`).
+(through pye57, :mod:`pcreg.io_formats.e57`); PointCloud2 messages of ROS 1 and ROS 2 bags
+(through rosbags, :mod:`pcreg.io_formats.rosbag`); meshes (:mod:`pcreg.io_formats.mesh`).
 
 Each reader returns a :class:`RawCloud`: the file's x, y, z as an ``(N, 3) float64`` array
 (values stored as float32 or integers convert exactly), with the points the format marks
@@ -32,10 +33,13 @@ from pcreg.io_formats.las import read_las
 from pcreg.io_formats.mesh import MESH_FORMATS, ply_mesh_cloud, read_mesh
 from pcreg.io_formats.pcd import lzf_decompress, read_pcd
 from pcreg.io_formats.ply import read_ply, write_ply
+from pcreg.io_formats.rosbag import ROS_FORMATS, is_rosbag2_dir, read_rosbag
 
 __all__ = [
     "MESH_FORMATS",
+    "ROS_FORMATS",
     "RawCloud",
+    "is_rosbag2_dir",
     "lzf_decompress",
     "ply_mesh_cloud",
     "read_e57",
@@ -43,5 +47,6 @@ __all__ = [
     "read_mesh",
     "read_pcd",
     "read_ply",
+    "read_rosbag",
     "write_ply",
 ]
