@@ -13,6 +13,16 @@ A poses file written with a ``record`` (:func:`write_kitti_poses`) gets a sideca
 ``<poses file>.json`` (``05.txt`` -> ``05.txt.json``), saying which frame it is in, with
 which calibration, from which scans; the poses file itself stays 12 numbers a line so that
 ``evo`` and KITTI's devkit read it.
+
+Breaks: a consecutive pair that does not register (``result.registered`` false) breaks the
+chain there; the run goes on. The scans are then split into *segments* of registered pairs,
+numbered from 0 in input order, and every pose maps its scan into the frame of the *first
+scan of its own segment* (``P = I`` there, again), not the first scan's: the motion across a
+break is unknown, and a guess would be a wrong pose that looks right. The poses file keeps one
+valid rigid row per scan (``evo`` reads it; only segment 0 is in the first scan's frame), the
+relative motion of a broken pair is NaN (``null`` in JSON), and the sidecar says it:
+``"segments"`` (the segment of every scan) and ``"breaks"`` (each broken pair, its scans and
+the reason). ``pcreg odometry`` writes its outputs all the same and exits 3.
 """
 
 from __future__ import annotations
@@ -48,20 +58,57 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 FRAMES = ("lidar", "camera")
-CONVENTION = "T_first_k: maps points of scan k into the first scan's frame"
+CONVENTION = (
+    "T_first_k: maps points of scan k into the frame of the first scan of its segment "
+    "(segments[k]; a single segment 0, the first scan's frame, unless the chain broke)"
+)
 
 
 @dataclass
 class OdometryResult:
-    """``poses (K, 4, 4) float64`` (scan k -> scan 0), ``relative (K-1, 4, 4)``
-    (``T_{k-1 <- k}``), seconds per registration ``times (K-1,)``, the model used, and the
-    ``frame`` both kinds of pose are in (``"lidar"`` or ``"camera"``, see the module)."""
+    """``poses (K, 4, 4) float64`` (scan k -> the first scan of its segment: scan 0 unless
+    the chain broke, see the module), ``relative (K-1, 4, 4)`` (``T_{k-1 <- k}``, NaN for a
+    pair that did not register), seconds per registration ``times (K-1,)``, the model used,
+    the ``frame`` both kinds of pose are in (``"lidar"`` or ``"camera"``, see the module),
+    ``registered (K-1,) bool`` per pair (default all True) and ``reasons`` (K-1 strings, the
+    verdict's reason where a pair did not register, else ``""``)."""
 
     poses: np.ndarray
     relative: np.ndarray
     times: np.ndarray
     model: str
     frame: str = "lidar"
+    registered: np.ndarray | None = None
+    reasons: list[str] | None = None
+
+    def __post_init__(self) -> None:
+        pairs = len(self.relative)
+        if self.registered is None:
+            self.registered = np.ones(pairs, bool)
+        self.registered = np.asarray(self.registered, bool)
+        if self.reasons is None:
+            self.reasons = ["" for _ in range(pairs)]
+
+    @property
+    def complete(self) -> bool:
+        """Every consecutive pair registered: one segment, every pose in scan 0's frame."""
+        return bool(self.registered.all())
+
+    @property
+    def segments(self) -> np.ndarray:
+        """``(K,) int``: the segment of every scan, 0 up to the first break, +1 after each."""
+        return np.concatenate([[0], np.cumsum(~self.registered)]).astype(int)
+
+    def breaks(self, scans: Sequence[str | os.PathLike[str]]) -> list[dict[str, object]]:
+        """The broken pairs, as the sidecar lists them: ``{"pair": k-1, "src": scans[k],
+        "ref": scans[k-1], "reason", "segment"}`` (``segment``: the one scan k starts)."""
+        names = [os.fspath(s) for s in scans]
+        seg = self.segments
+        return [
+            {"pair": i, "src": names[i + 1], "ref": names[i], "reason": self.reasons[i],
+             "segment": int(seg[i + 1])}
+            for i in np.flatnonzero(~self.registered).tolist()
+        ]  # fmt: skip
 
     def in_camera_frame(self, tr: np.ndarray) -> OdometryResult:
         """The same motions as poses of the camera: ``P_k = Tr V_k inv(Tr)`` for every pose
@@ -145,8 +192,10 @@ def run_odometry(
 
     Raises:
         InputError: fewer than two scans, or any scan that :func:`pcreg.api.register` rejects.
-        NotRegisteredError: a consecutive pair that did not register (the chain would be
-            wrong from there on).
+
+    A consecutive pair that does not register is not an error: the chain breaks there and
+    the scans after it start a new segment (see the module docstring; ``result.complete``,
+    ``result.registered``, ``result.reasons`` say where and why).
     """
     if len(scans) < 2:
         raise InputError("scans", f"odometry needs at least two scans, got {len(scans)}")
@@ -157,7 +206,7 @@ def run_odometry(
     if workers is not None and workers < 1:
         raise InputError("workers", f"must be at least 1, got {workers}")
     if address is None and (workers == 1 or len(names) == 2 or device != "cpu"):
-        relative, times, used = _serial(
+        relative, times, used, reasons = _serial(
             names, model, method, icp, voxel_size, device, progress, max_memory, nan_policy
         )
     else:
@@ -167,19 +216,35 @@ def run_odometry(
 
         for name in names:  # a bad scan is reported before the cluster starts
             read_points(name, nan_policy=nan_policy)
-        relative, times, used = _on_ray(
+        relative, times, used, reasons = _on_ray(
             names, model, method, icp, voxel_size, workers, address, progress, max_memory,
             nan_policy,
         )  # fmt: skip
+    registered = np.array([r is None for r in reasons], bool)
     poses = [np.eye(4)]
-    for t in relative:
-        poses.append(poses[-1] @ t)
-    return OdometryResult(np.stack(poses), np.stack(relative), np.asarray(times), used or "auto")
+    for t, ok in zip(relative, registered, strict=True):
+        poses.append(poses[-1] @ t if ok else np.eye(4))  # a break: a new segment starts
+    for k in np.flatnonzero(~registered).tolist():  # the command line says it in one line
+        logger.info(
+            "%s -> %s: not registered: %s; the odometry chain breaks there (segment %d "
+            "starts at %s)", names[k + 1], names[k], reasons[k], int((~registered[: k + 1]).sum()),
+            names[k + 1],
+        )  # fmt: skip
+    return OdometryResult(
+        np.stack(poses),
+        np.stack(relative),
+        np.asarray(times),
+        used or "auto",
+        registered=registered,
+        reasons=[r or "" for r in reasons],
+    )
+
+
+_BROKEN = np.full((4, 4), np.nan)  # the relative motion of a pair that did not register
 
 
 def _serial(names, model, method, icp, voxel_size, device, progress, max_memory, nan_policy):
     from pcreg.api import pipeline
-    from pcreg.errors import NotRegisteredError
     from pcreg.io import read_points
 
     register = pipeline(
@@ -190,18 +255,17 @@ def _serial(names, model, method, icp, voxel_size, device, progress, max_memory,
         device=device,
         max_memory=max_memory,
     )
-    relative, times, used = [], [], model
+    relative, times, used, reasons = [], [], model, []
     previous = read_points(names[0], nan_policy=nan_policy)
     for k in tqdm(range(1, len(names)), desc="odometry", unit="scan", disable=not progress):
         current = read_points(names[k], nan_policy=nan_policy)
         result = register(current, previous, (names[k], names[k - 1]))
-        if not result.registered:
-            raise NotRegisteredError(f"{names[k]} -> {names[k - 1]}", result.reason)
-        used = result.model
-        relative.append(result.transform)
+        used = result.model or used
+        relative.append(result.transform if result.registered else _BROKEN)
+        reasons.append(None if result.registered else (result.reason or "not registered"))
         times.append(result.time_s)
         previous = current
-    return relative, times, used
+    return relative, times, used, reasons
 
 
 def _on_ray(
@@ -212,7 +276,6 @@ def _on_ray(
     from pcreg.batch.manifest import ManifestPair
     from pcreg.batch.runner import BatchOptions, RayRunner
     from pcreg.engine.heap import retaining
-    from pcreg.errors import NotRegisteredError
 
     pairs = [ManifestPair(str(k), names[k], names[k - 1]) for k in range(1, len(names))]
     options = BatchOptions(
@@ -230,14 +293,15 @@ def _on_ray(
                     rows[pair.id] = ray.get(ref)
                     bar.update(1)
     ordered = [rows[p.id] for p in pairs]
-    for pair, row in zip(pairs, ordered, strict=True):
+    for row in ordered:
         if row["status"] != "ok":  # its error reads "<file>: <problem>" already
             source, _, problem = row["error"].partition(": ")
             raise InputError(source, problem or row["error"])
-        if not row["registered"]:
-            raise NotRegisteredError(f"{pair.src} -> {pair.ref}", row["reason"])
-    relative = [np.asarray(r["transform"], np.float64) for r in ordered]
-    return relative, [r["time_s"] for r in ordered], ordered[-1]["model"]
+    relative = [
+        np.asarray(r["transform"], np.float64) if r["registered"] else _BROKEN for r in ordered
+    ]
+    reasons = [None if r["registered"] else (r.get("reason") or "not registered") for r in ordered]
+    return relative, [r["time_s"] for r in ordered], ordered[-1]["model"], reasons
 
 
 def find_calib(scans: Sequence[str | os.PathLike[str]]) -> Path | None:
@@ -288,14 +352,19 @@ def pose_record(
     frame: str,
     calib: str | os.PathLike[str] | None,
     scans: Sequence[str | os.PathLike[str]],
+    result: OdometryResult | None = None,
 ) -> dict[str, object]:
     """What a poses file's sidecar JSON says: ``{"frame", "calib" (path or None),
-    "convention", "scans"}``."""
+    "convention", "scans", "segments", "breaks"}``: ``segments`` the segment of every scan
+    and ``breaks`` the pairs that did not register (:meth:`OdometryResult.breaks`); without
+    ``result``, one segment and no break."""
     return {
         "frame": frame,
         "calib": None if calib is None else os.fspath(calib),
         "convention": CONVENTION,
         "scans": [os.fspath(s) for s in scans],
+        "segments": [0] * len(scans) if result is None else result.segments.tolist(),
+        "breaks": [] if result is None else result.breaks(scans),
     }
 
 

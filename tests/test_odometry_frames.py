@@ -159,7 +159,7 @@ def test_cli_writes_camera_poses_and_a_sidecar_saying_so(sequence, tmp_path, cap
     scans = [str(seq / "velodyne" / f"{k}.npy") for k in range(3)]
     assert sidecar_path(out) == tmp_path / "05.txt.json"
     assert side == {"frame": "camera", "calib": str(calib), "convention": CONVENTION,
-                    "scans": scans}  # fmt: skip
+                    "scans": scans, "segments": [0, 0, 0], "breaks": []}  # fmt: skip
     # the printed poses (no --out) are the same camera poses, 12 numbers a line
     capsys.readouterr()
     assert main(argv) == 0

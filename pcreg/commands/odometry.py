@@ -25,7 +25,10 @@ def add_parser(sub) -> None:
         "--frame camera converts them, P_cam = Tr P_velo inv(Tr) with Tr from calib.txt. "
         "--out also writes OUT.json (05.txt -> 05.txt.json) saying the frame, calibration "
         "and scans. Consecutive pairs run in parallel on Ray (all cores, or --workers / "
-        "--address); the motions are chained in order.",
+        "--address); the motions are chained in order. A pair that does not register breaks the "
+        "chain: the scans after it start a new segment whose poses map into its own first "
+        "scan's frame; the outputs are written all the same, OUT.json lists the segment of "
+        "every scan and the breaks, and the exit code is 3.",
     )
     cmd.add_argument(
         "scans", type=Path, nargs="+", help="scans in time order, a directory of scans or a glob"
@@ -66,6 +69,7 @@ def run(args: argparse.Namespace) -> int:
     import numpy as np
 
     from pcreg.data.kitti import read_calib_tr
+    from pcreg.errors import NotRegisteredError
     from pcreg.io import read_points
     from pcreg.odometry import (
         CONVENTION,
@@ -98,42 +102,64 @@ def run(args: argparse.Namespace) -> int:
     )
     poses = result if tr is None else result.in_camera_frame(tr)
     if args.out is not None:
-        record = pose_record(poses.frame, calib, args.scans)
+        record = pose_record(poses.frame, calib, args.scans, poses)
         write_kitti_poses(args.out, poses.poses, overwrite=args.force, record=record)
         logger.info("wrote %s and %s (%s frame)", args.out, sidecar, poses.frame)
     if args.render is not None:  # a top-down (x-y) map: the LiDAR frame's z is up
-        scans = [read_points(p, nan_policy=nan_policy(args)) for p in args.scans]
+        # only segment 0 shares the first scan's frame: a later one would overlay it wrongly
+        first = int((result.segments == 0).sum())
+        scans = [read_points(p, nan_policy=nan_policy(args)) for p in args.scans[:first]]
+        title = f"pcreg odometry ({args.method}, {result.model}): {len(scans)} scans"
+        if not result.complete:
+            title += f" of {len(args.scans)} (segment 0: the chain breaks after scan {first - 1})"
         save_trajectory_png(
-            args.render,
-            result.poses,
-            scans,
-            title=f"pcreg odometry ({args.method}, {result.model}): {len(scans)} scans",
-            overwrite=args.force,
+            args.render, result.poses[:first], scans, title=title, overwrite=args.force
         )
         logger.info("wrote %s", args.render)
+    registered = poses.registered.tolist()
     if args.json:
+        pairs = [
+            {"src": str(args.scans[k + 1]), "ref": str(args.scans[k]), "registered": ok,
+             "reason": poses.reasons[k] or None, "time_s": float(result.times[k])}
+            for k, ok in enumerate(registered)
+        ]  # fmt: skip
         record = {
             "scans": [str(p) for p in args.scans],
             "frame": poses.frame,
             "calib": None if calib is None else str(calib),
             "convention": CONVENTION,
             "poses": poses.poses.tolist(),
-            "relative": poses.relative.tolist(),
+            "relative": [  # null: the pair did not register (no motion across a break)
+                t.tolist() if ok else None for t, ok in zip(poses.relative, registered, strict=True)
+            ],
             "time_s": result.times.tolist(),
             "method": args.method,
             "model": result.model,
+            "registered": poses.complete,
+            "pairs": pairs,
+            "segments": poses.segments.tolist(),
+            "breaks": poses.breaks(args.scans),
         }
         sys.stdout.write(json.dumps(record) + "\n")
     else:  # 12 numbers a line and nothing else (KITTI's devkit reads no comments)
         rows = poses.poses[:, :3, :4].reshape(len(poses.poses), 12)
         for row in rows:
             sys.stdout.write(" ".join(f"{v:.6e}" for v in row) + "\n")
-        steps = np.linalg.norm(poses.relative[:, :3, 3], axis=1)
+        steps = np.linalg.norm(poses.relative[:, :3, 3], axis=1)[poses.registered]
         logger.info(
             "%d scans, %s frame, path length %.2f m, %.2f s per registration",
             len(rows),
             poses.frame,
             float(steps.sum()),
             float(np.median(result.times)),
+        )
+    if not poses.complete:  # the outputs are written: now one line on stderr, exit 3
+        broken = poses.breaks(args.scans)
+        where = "" if args.out is None else f", see {sidecar} for the segment of every scan"
+        raise NotRegisteredError(
+            f"{broken[0]['src']} -> {broken[0]['ref']}",
+            f"{broken[0]['reason']}; the odometry chain breaks at {len(broken)} of "
+            f"{len(registered)} pairs: {len(broken) + 1} segments, poses after a break map into "
+            f"the first scan of their own segment{where}",
         )
     return 0
