@@ -1,5 +1,11 @@
-"""Neighbor-search benchmark: every backend, 16-NN and radius-with-cap, at 20k and 100k points,
-with SciPy's cKDTree (an outside reference users would pick) measured in the same run."""
+"""Neighbor-search benchmark on CPU tensors: the backends, 16-NN and radius-with-cap, at 20k and
+100k points, with SciPy's cKDTree (an outside reference users would pick) measured in the same
+run.
+
+KeOps is left out unless asked for (``backends=[..., "keops"]``): it is the GPU backend
+(:func:`~pcreg.ops.neighbors.resolve_backend` never picks it for CPU tensors), and on a CPU it
+compiles C++ kernels and brute-forces every distance, minutes at 100k points on two cores,
+after a "CUDA libraries not found" warning on a machine without CUDA."""
 
 from __future__ import annotations
 
@@ -14,11 +20,25 @@ from tqdm import tqdm
 from pcreg.bench.report import machine_description, median_time
 from pcreg.ops.neighbors import available_backends, knn, radius_search, resolve_backend
 
-__all__ = ["NeighborTiming", "benchmark_neighbors", "format_neighbor_table", "load_benchmark_cloud"]
+__all__ = [
+    "BRUTE_FORCE",
+    "NeighborTiming",
+    "benchmark_neighbors",
+    "cpu_backends",
+    "format_neighbor_table",
+    "load_benchmark_cloud",
+]
 
 logger = logging.getLogger(__name__)
 
 KITTI_SCAN = Path("kitti00_scancontext/000094.bin")
+BRUTE_FORCE = ("torch", "keops")  # O(M N) distance evaluations: ~13 s per 100k self-search
+
+
+def cpu_backends() -> list[str]:
+    """The backends timed by default: every installed one except ``reference`` (O(N^2)
+    memory) and ``keops`` (see the module docstring), e.g. ``['torch', 'open3d']``."""
+    return [b for b in available_backends() if b not in ("reference", "keops")]
 
 
 @dataclass
@@ -69,16 +89,24 @@ def benchmark_neighbors(
     cap: int = 32,
     runs: int = 5,
     backends: list[str] | None = None,
+    brute_force_max: int | None = None,
     seed: int = 0,
 ) -> list[NeighborTiming]:
     """Time self-search (query = support, as in the KPConv pyramid) on random subsets of
-    ``cloud``: ``knn(k)`` and ``radius_search(radius, max_neighbors=cap)`` for every backend
-    except ``reference`` (O(N^2) memory), plus cKDTree, each the median of ``runs`` calls after
-    one warm-up call (KeOps compiles its kernels in the warm-up)."""
+    ``cloud (N, 3)`` (metres) of ``sizes`` points: ``knn(k)`` and ``radius_search(radius,
+    max_neighbors=cap)`` for ``backends`` (default :func:`cpu_backends`), plus cKDTree, each
+    the median of ``runs`` calls after one warm-up call (KeOps compiles its kernels in the
+    warm-up), in seconds. ``brute_force_max``: the :data:`BRUTE_FORCE` backends only up to
+    that many points (``pcreg benchmark --quick``); their larger rows are left out."""
     rng = np.random.default_rng(seed)
-    backends = backends or [b for b in available_backends() if b != "reference"]
+    backends = backends or cpu_backends()
     results: list[NeighborTiming] = []
-    jobs = [(n, m) for n in sizes for m in [*backends, "scipy-ckdtree"]]
+    jobs = [
+        (n, m)
+        for n in sizes
+        for m in [*backends, "scipy-ckdtree"]
+        if brute_force_max is None or m not in BRUTE_FORCE or min(n, len(cloud)) <= brute_force_max
+    ]
     for n, method in tqdm(jobs, desc="neighbor benchmark", unit="case"):
         pts = cloud[rng.choice(len(cloud), size=min(n, len(cloud)), replace=False)]
         if method == "scipy-ckdtree":
@@ -102,8 +130,9 @@ def benchmark_neighbors(
 def format_neighbor_table(
     results: list[NeighborTiming], *, source: str, radius: float, cap: int, command: str
 ) -> str:
-    """Markdown: one row per (size, query), one column per method, the ``auto`` choice and its
-    ratio to the fastest method of the same row."""
+    """Markdown: one row per (size, query), one column per method (``-`` where a method was
+    not timed at that size), the ``auto`` choice and its ratio to the fastest method of the
+    same row."""
     methods = list(dict.fromkeys(r.method for r in results))
     auto = resolve_backend("auto", "cpu")
     lines = [
@@ -113,7 +142,9 @@ def format_neighbor_table(
         f"Data: {source}; random subsets, query = support (self-search as in the KPConv pyramid). "
         f"`radius` = radius search with r = {radius} m, capped at the {cap} nearest. "
         f"Median of {results[0].runs if results else 0} runs after a warm-up call, seconds. "
-        f"`auto` on CPU resolves to `{auto}`.",
+        f"`auto` on CPU resolves to `{auto}`."
+        + ("" if "keops" in methods else " KeOps (the GPU backend) is not timed on CPU.")
+        + (" `-`: not timed at that size (brute force in `--quick`)." if _gaps(results) else ""),
         "",
         f"Command: `{command}`",
         "",
@@ -128,8 +159,19 @@ def format_neighbor_table(
         lines.append(
             f"| {points:,} | {query} | "
             + " | ".join(
-                f"{cell[m]:.3f}" + (" **(fastest)**" if cell[m] == fastest else "") for m in methods
+                "-"
+                if m not in cell
+                else f"{cell[m]:.3f}" + (" **(fastest)**" if cell[m] == fastest else "")
+                for m in methods
             )
             + f" | {ratio:.2f}x |"
         )
     return "\n".join(lines)
+
+
+def _gaps(results: list[NeighborTiming]) -> bool:
+    """Some method was not timed at some size."""
+    methods = {r.method for r in results}
+    return any(
+        {r.method for r in results if r.points == n} != methods for n in {r.points for r in results}
+    )
