@@ -49,6 +49,13 @@ class Prediction:
         close = np.linalg.norm(moved - self.ref_corr_points, axis=1) < radius
         return float(self.corr_scores[close].sum())
 
+    def transform_rotated(self, src_rot: np.ndarray, ref_rot: np.ndarray) -> np.ndarray:
+        """``(4, 4)``: the transform of :meth:`rotated`, without moving the points."""
+        t = np.eye(4)
+        t[:3, :3] = ref_rot.T @ self.transform[:3, :3] @ src_rot
+        t[:3, 3] = ref_rot.T @ self.transform[:3, 3]
+        return t
+
     def rotated(self, src_rot: np.ndarray, ref_rot: np.ndarray) -> Prediction:
         """This prediction for the pair ``(src_rot @ src, ref_rot @ ref)`` expressed for the
         original ``(src, ref)``: ``T <- ref_rot^T T src_rot`` and the points rotated back."""

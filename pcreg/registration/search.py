@@ -153,6 +153,9 @@ class SearchResult:
     support: float
     hypothesis: str
     tried: int
+    #: every hypothesis's estimate ``(4, 4)`` (for the pair as given) and its support, the
+    #: winner's included: how well the best *different* pose is supported
+    alternatives: list[tuple[np.ndarray, float]] = field(default_factory=list)
 
 
 class OrientationSearch:
@@ -203,9 +206,11 @@ class OrientationSearch:
         start = time.perf_counter()
         if self.plain:
             pred = self.network(src, ref)
-            return SearchResult(pred, pred.consensus(self.acceptance_radius), "identity", 1)
+            support = pred.consensus(self.acceptance_radius)
+            return SearchResult(pred, support, "identity", 1, [(pred.transform, support)])
         best: SearchResult | None = None
         tried = 0
+        alternatives: list[tuple[np.ndarray, float]] = []
         for source in self.sources:
             hyp = source.propose(src, ref)
             if hyp is None or len(hyp.rotations) == 0:
@@ -217,6 +222,8 @@ class OrientationSearch:
             tried += len(preds)
             for pred, rot, label in zip(preds, hyp.rotations, hyp.labels, strict=True):
                 support = pred.consensus(self.acceptance_radius)
+                turned = pred.transform_rotated(rot @ hyp.src_frame, hyp.ref_frame)
+                alternatives.append((turned, support))
                 if best is None or support > best.support:
                     best = SearchResult(
                         pred.rotated(rot @ hyp.src_frame, hyp.ref_frame), support, label, 0
@@ -228,6 +235,7 @@ class OrientationSearch:
             best = SearchResult(pred, pred.consensus(self.acceptance_radius), "identity", 0)
             tried = 1
         best.tried = tried
+        best.alternatives = alternatives or [(best.prediction.transform, best.support)]
         best.prediction.time_s = time.perf_counter() - start
         logger.debug("orientation search: %d hypotheses run, %s chosen", tried, best.hypothesis)
         return best

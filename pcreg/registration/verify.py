@@ -23,19 +23,14 @@ more: the share of their weight that the final estimate keeps within the protoco
 radius (:func:`agreement`; 0.05-0.37 for the indoor network's correct estimates on generated
 rooms, under 0.02 for ICP's wrong local optima and for randomly initialised networks).
 
-The thresholds :data:`REGISTERED_CONTRAST` (0.35) and :data:`MIN_AGREEMENT` (0.03) were measured
-on pairs that are not evaluation data, ``python tools/calibrate_confidence.py --rooms 3``:
-generated rooms 2,000,000-2,000,002 (no model trained on them) and the 52 KITTI pairs of
-``../shared/train_data`` (the outdoor model trained on them; the verifier needs right and wrong
-estimates, labelled by the ground truth), with the shipped networks' estimates, ICP local
-optima from wrong starts, a randomly initialised network's estimates, scans of different
-scenes, and noise. Results in
-``BENCHMARKS.md``: every correct estimate of the shipped networks registers (44/44 rooms,
-52/52 KITTI), no wrong KITTI estimate does (0/163), no local optimum or random network's
-wrong estimate in rooms does (0/185). What passes: the indoor network's own wrong answers
-in near-symmetric generated rooms (8/11) and fragments of two different generated rooms,
-which share a box shape (7/14): a mirror pose of a symmetric room is as sharp a fit as the
-true one.
+These measurements, and the overlap the other way (:attr:`Verification.reverse_fitness`), the
+residuals, the fit up close and the contrast along the least sensitive direction, are what
+the verdict (:mod:`pcreg.registration.verdict`) scores; it decides ``registered`` over all the
+estimates of a search. :attr:`Verification.reason` keeps the single-estimate thresholds
+:data:`REGISTERED_CONTRAST` (0.35) and :data:`MIN_AGREEMENT` (0.03), measured earlier with
+``python tools/calibrate_confidence.py --rooms 3``, for estimates judged on their own (a
+result built without a search); they let a mirror pose of a symmetric room, and fragments
+of two different generated rooms, pass (BENCHMARKS.md).
 """
 
 from __future__ import annotations
@@ -76,6 +71,24 @@ class Verification:
     radius: float
     contrast: float
     agreement: float | None = None
+    #: share of the (voxelised) reference with a moved source point within ``radius``: the
+    #: overlap seen from the other side (a part of a scan fits its whole in one direction only)
+    reverse_fitness: float = 0.0
+    #: median distance of the fitting source points to their reference neighbour, in radii
+    #: (0-1): a surface laid on a surface sits near 0.3, a chance fit spreads towards 1
+    residual: float = 1.0
+    #: the 90th percentile of those distances, in radii
+    residual_tail: float = 1.0
+    #: share of the source within a third of ``radius`` (half a voxel): the fit up close
+    fine_fitness: float = 0.0
+    #: ``1 - max(count under perturbation) / count at the estimate``: the contrast along the
+    #: direction the fit is least sensitive to (near 0 or below: a symmetry or a slide)
+    worst_contrast: float = 0.0
+    #: the best different pose's fit over this one's
+    #: (:func:`~pcreg.registration.verdict.symmetry_probe`; 0 when not probed)
+    probe_margin: float = 0.0
+    #: that pose ``(4, 4)``, in the user's frame and units once the result is
+    probe_pose: np.ndarray | None = None
 
     @property
     def fitness(self) -> float:
@@ -183,6 +196,7 @@ def verify(
     radius = 1.5 * voxel
     if len(s) == 0 or len(r) == 0:
         return Verification(0, len(s), radius, 0.0, agreement)
+    full = s
     if len(s) > MAX_QUERY_POINTS:
         s = s[:: -(-len(s) // MAX_QUERY_POINTS)]
     tree = cKDTree(r, balanced_tree=False, compact_nodes=False)
@@ -196,9 +210,35 @@ def verify(
     dist, _ = tree.query(
         moved.reshape(-1, 3), distance_upper_bound=radius, workers=current_threads()
     )
-    counts = np.isfinite(dist).reshape(len(placements), len(s)).sum(axis=1)
+    dist = dist.reshape(len(placements), len(s))
+    counts = np.isfinite(dist).sum(axis=1)
     inliers = int(counts[0])
     if inliers == 0:
         return Verification(0, len(s), radius, 0.0, agreement)
     contrast = 1.0 - float(np.median(counts[1:])) / inliers
-    return Verification(inliers, len(s), radius, contrast, agreement)
+    near = dist[0][np.isfinite(dist[0])] / radius
+    return Verification(
+        inliers, len(s), radius, contrast, agreement,
+        reverse_fitness=_reverse_fitness(full, r, transform, radius),
+        residual=float(np.median(near)),
+        residual_tail=float(np.quantile(near, 0.9)),
+        fine_fitness=float((near < 1 / 3).sum() / len(s)),
+        worst_contrast=1.0 - float(counts[1:].max()) / inliers,
+    )  # fmt: skip
+
+
+def _reverse_fitness(
+    src: np.ndarray, ref: np.ndarray, transform: np.ndarray, radius: float
+) -> float:
+    """Share of ``ref (M, 3)`` (at most :data:`MAX_QUERY_POINTS`, an even stride) with a
+    point of ``src (N, 3)`` moved by ``transform`` within ``radius``."""
+    from scipy.spatial import cKDTree
+
+    from pcreg.engine.threads import current_threads
+
+    if len(ref) > MAX_QUERY_POINTS:
+        ref = ref[:: -(-len(ref) // MAX_QUERY_POINTS)]
+    moved = src @ transform[:3, :3].T + transform[:3, 3]
+    tree = cKDTree(moved, balanced_tree=False, compact_nodes=False)
+    dist, _ = tree.query(ref, distance_upper_bound=radius, workers=current_threads())
+    return float(np.isfinite(dist).mean())

@@ -148,3 +148,28 @@ def test_one_batched_query_counts_as_thirteen_plain_ones(shared_data):
             assert check.inliers == counts[0]
             if counts[0]:
                 assert check.contrast == pytest.approx(1 - np.median(counts[1:]) / counts[0])
+
+
+def test_measurements_of_the_fit_in_both_directions(rng):
+    """A grid surface laid exactly on itself: every point fits both ways, closer than half a
+    voxel; a third of it onto the whole: the part fits, a third of the whole is covered; the
+    surface slid along itself keeps its fit one way (a slide: worst contrast near 0)."""
+    u, v = np.meshgrid(np.arange(0, 4, 0.05), np.arange(0, 4, 0.05))
+    plane = np.column_stack(
+        [u.ravel(), v.ravel(), 0.3 * np.sin(u.ravel() * 1.7) * np.cos(v.ravel())]
+    )
+    same = verify(plane, plane, np.eye(4), 0.05)
+    assert same.fitness == pytest.approx(1.0) and same.reverse_fitness == pytest.approx(1.0)
+    assert same.fine_fitness > 0.95 and same.residual < 0.1 and same.residual_tail < 0.2
+    third = plane[plane[:, 0] < 4 / 3]
+    part = verify(third, plane, np.eye(4), 0.05)
+    assert part.fitness == pytest.approx(1.0)
+    assert part.reverse_fitness == pytest.approx(1 / 3, abs=0.03)
+    flat = plane.copy()
+    flat[:, 2] = 0.0  # a plane slides along itself: the worst direction keeps every point
+    slide = verify(flat, flat, np.eye(4), 0.05)
+    assert slide.worst_contrast < 0.05 < slide.contrast
+    shifted = np.eye(4)
+    shifted[2, 3] = 0.04  # half a radius off: still fits, no longer up close
+    off = verify(plane, plane, shifted, 0.05)
+    assert off.fitness > 0.9 and off.fine_fitness < 0.2 and off.residual > 0.4
