@@ -52,3 +52,18 @@ def test_every_group_is_built_from_the_shared_data(shared_data):
         lo, hi = np.percentile(c.ref, [1, 99], axis=0)
         inside = np.all((moved >= lo - 0.1 * (hi - lo)) & (moved <= hi + 0.1 * (hi - lo)), axis=1)
         assert inside.mean() > 0.5, (c.group, c.name)
+
+
+def test_table_counts_wrong_but_registered_and_right_but_refused():
+    from pcreg.bench.zero_shot import GroupRow, Outcome, format_zero_shot_table
+
+    row = GroupRow("bunny", 4, [
+        Outcome(True, 0.5, "geotransformer", True, True),
+        Outcome(False, 0.7, "fpfh-ransac", True, False),  # wrong but registered
+        Outcome(False, 2.5, "geotransformer", False, True),  # right but refused
+        Outcome(False, 0.4, "geotransformer", False, False),
+    ])  # fmt: skip
+    table = format_zero_shot_table([row], "cmd")
+    line = next(ln for ln in table.splitlines() if ln.startswith("| bunny"))
+    cells = [c.strip() for c in line.strip("|").split("|")]
+    assert cells[:7] == ["bunny", "4", "25% (1/4) / 0.60", "2.50", "1", "1", "1 / 0 / 0"]

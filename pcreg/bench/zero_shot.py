@@ -63,6 +63,10 @@ class Outcome:
     success: bool
     time_s: float
     path: str = ""  # pcreg: method_used
+    #: pcreg: the result said ``registered`` (None for peers, which give no verdict)
+    registered: bool | None = None
+    #: pcreg: its transform is right by the criterion, whatever it said
+    right: bool = False
 
 
 @dataclass
@@ -253,8 +257,11 @@ def run_zero_shot(cases: list[ZeroShotCase], with_peers: bool = True) -> list[Gr
         row = rows.setdefault(case.group, GroupRow(case.group))
         row.n += 1
         res, t = _timed(lambda c: register_points(c.src, c.ref), case)
-        ok = res is not None and res.registered and success(case, res.transform)
-        row.pcreg.append(Outcome(ok, t, res.method_used if res is not None else "error"))
+        right = res is not None and success(case, res.transform)
+        registered = res is not None and res.registered
+        row.pcreg.append(Outcome(registered and right, t,
+                                 res.method_used if res is not None else "error",
+                                 registered, right))  # fmt: skip
         for name, make in makers.items():
             for voxel in PEER_VOXELS[case.group]:
                 est, t = _timed(make(voxel), case)
@@ -273,7 +280,10 @@ def format_zero_shot_table(rows: list[GroupRow], command: str) -> str:
     from pcreg.bench.report import machine_description
 
     names = sorted({p for r in rows for p in r.peers})
-    head = "| group | n | pcreg (default): success / median s | learned / FPFH+network / FPFH |"
+    head = (
+        "| group | n | pcreg (default): success / median s | max s | wrong but registered | "
+        "right but refused | learned / FPFH+network / FPFH |"
+    )
     head += "".join(f" {p} at its best voxel: success / median s |" for p in names)
     lines = [
         "## Zero-shot: any scan, any units, any orientation",
@@ -284,10 +294,12 @@ def format_zero_shot_table(rows: list[GroupRow], command: str) -> str:
         "pcreg: `pcreg register SRC REF` with no flags (a result counts only when it says "
         "`registered`); the next column splits its successes by the path that produced them: "
         "the network with its orientation search, the network run from the FPFH + RANSAC "
-        "pose, FPFH + RANSAC + ICP alone.",
+        "pose, FPFH + RANSAC + ICP alone. 'Wrong but registered': said `registered` with a "
+        "transform that fails the criterion; 'right but refused': a right transform said "
+        "`registered: false`.",
         "",
         head,
-        "|---|---|---|---|" + "---|" * len(names),
+        "|---|---|---|---|---|---|---|" + "---|" * len(names),
     ]
     for r in rows:
         ok = [o for o in r.pcreg if o.success]
@@ -295,7 +307,11 @@ def format_zero_shot_table(rows: list[GroupRow], command: str) -> str:
             str(sum(o.path == p for o in ok))
             for p in ("geotransformer", "fpfh-ransac+geotransformer", "fpfh-ransac")
         )
-        cells = [f"| {r.group} | {r.n} | {_cell(r.pcreg)} | {split} |"]
+        wrong = sum(bool(o.registered) and not o.right for o in r.pcreg)
+        refused = sum(o.right and not o.registered for o in r.pcreg)
+        slowest = max((o.time_s for o in r.pcreg), default=0.0)
+        cells = [f"| {r.group} | {r.n} | {_cell(r.pcreg)} | {slowest:.2f} | {wrong} | "
+                 f"{refused} | {split} |"]  # fmt: skip
         for p in names:
             by_voxel = r.peers.get(p, {})
             if not by_voxel:
