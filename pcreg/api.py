@@ -37,16 +37,22 @@ __all__ = [
 ]
 
 
-def as_points(cloud: Any, name: str) -> np.ndarray:
+def as_points(cloud: Any, name: str, infos: list | None = None) -> np.ndarray:
     """``(N, 3) float64`` from a path, array, tensor or Open3D cloud; errors name ``name``
     (or the file).
 
     An array or tensor may have more than 3 columns, e.g. a KITTI scan's ``(N, 4)`` x, y, z,
     intensity: the first 3 are the coordinates and the others are ignored, with a note at
     INFO (:func:`pcreg.io.xyz_columns`). Fewer than 3 columns, or not 2-D, is a
-    :class:`~pcreg.errors.ShapeError`."""
+    :class:`~pcreg.errors.ShapeError`. ``infos``: gets what reading did (a
+    :class:`~pcreg.io.ReadInfo` for a file: the invalid points dropped; None otherwise)."""
     if isinstance(cloud, (str, os.PathLike)):
-        return read_points(cloud)
+        points, info = read_points(cloud, return_info=True)
+        if infos is not None:
+            infos.append(info)
+        return points
+    if infos is not None:
+        infos.append(None)
     if type(cloud).__module__.startswith("torch"):  # a tensor (torch imported lazily)
         cloud = cloud.detach().cpu().numpy()
     elif hasattr(cloud, "points") and not isinstance(cloud, np.ndarray):  # open3d PointCloud
@@ -90,6 +96,7 @@ def pipeline(
     orientation_keep: float | None = None,
     max_memory: int | str | None = None,
     strict: bool = False,
+    units: str | None = None,
 ) -> Registration:
     """The :class:`~pcreg.registration.Registration` pipeline :func:`register` runs, with the
     networks cached per process (the arguments as for :func:`register`)."""
@@ -104,6 +111,7 @@ def pipeline(
         networks=_network,
         max_memory=max_memory,
         strict=strict,
+        units=units,
     )
 
 
@@ -130,6 +138,7 @@ def register(
     orientation_keep: float | None = None,
     max_memory: int | str | None = None,
     strict: bool = False,
+    units: str | None = None,
 ) -> RegistrationResult:
     """Estimate ``T_ref_src`` that moves ``src`` onto ``ref``.
 
@@ -154,8 +163,13 @@ def register(
             never reloads the weights.
         max_memory: cap on the pair's estimated memory (bytes or a size such as ``"8G"``;
             default 4 GiB or 80 % of the available memory). A pair over it is refused.
-        strict: ``auto`` only: cross-check a registered estimate with the other path; where
-            both register different transforms the result is not registered (ambiguous).
+        strict: ``auto`` only: a registered estimate stands only where the other,
+            independent path (the network's search vs FPFH + RANSAC alone) reached the same
+            pose; else the result is not registered (ambiguous).
+        units: ``auto`` only: the input's unit, ``"metres"``, ``"millimetres"``,
+            ``"centimetres"`` or ``"object"`` (an object of any size, scaled for the network);
+            default: read from the clouds' extent and sampling (``result.readings`` lists
+            the readings tried and their scores).
 
     Coordinates far from the origin (georeferenced, UTM) are fine: the pair is shifted to its
     reference's median in float64 before anything is cast to float32, and the transform is
@@ -172,13 +186,16 @@ def register(
         os.fspath(src) if isinstance(src, (str, os.PathLike)) else "src",
         os.fspath(ref) if isinstance(ref, (str, os.PathLike)) else "ref",
     )
-    src_pts, ref_pts = as_points(src, names[0]), as_points(ref, names[1])
+    infos = []
+    src_pts, ref_pts = as_points(src, names[0], infos), as_points(ref, names[1], infos)
     check_counts(src_pts, ref_pts, names)  # before any reading of the units divides by extent
     options = {"method": method, "icp": icp, "voxel_size": voxel_size, "device": device}
     pipe = pipeline(
-        model, **options, orientation_keep=orientation_keep, max_memory=max_memory, strict=strict
-    )
+        model, **options, orientation_keep=orientation_keep, max_memory=max_memory, strict=strict,
+        units=units,
+    )  # fmt: skip
     result = pipe(src_pts, ref_pts, names)
+    result.dropped_invalid = tuple(i.dropped_invalid if i is not None else 0 for i in infos)
     result.timings["load"] = time.perf_counter() - start - result.timings["total"]
     result.timings["total"] = time.perf_counter() - start
     return result
@@ -197,6 +214,7 @@ def register_points(
     orientation_keep: float | None = None,
     max_memory: int | str | None = None,
     strict: bool = False,
+    units: str | None = None,
 ) -> RegistrationResult:
     """:func:`register` on validated ``(N, 3)`` arrays; ``names`` label them in errors."""
     check_counts(src_pts, ref_pts, names)  # before any reading of the units divides by extent
@@ -209,5 +227,6 @@ def register_points(
         orientation_keep=orientation_keep,
         max_memory=max_memory,
         strict=strict,
+        units=units,
     )
     return pipe(src_pts, ref_pts, names)

@@ -18,7 +18,7 @@ JSON_KEYS = {
     "transform", "method", "model", "setting", "icp", "voxel_size_m", "num_correspondences",
     "time_s", "timings", "src", "ref", "rre_deg", "rte_m", "rmse_m", "inlier_ratio",
     "confidence", "fitness", "agreement", "hypothesis", "registered", "reason", "method_used",
-    "units", "scale",
+    "units", "scale", "score", "ambiguous_with", "readings", "estimates", "dropped_invalid",
 }  # fmt: skip
 
 
@@ -152,8 +152,8 @@ def test_nan_points(capsys, pair_files, tmp_path, room_pair):
     pts = room_pair[0].copy()
     pts[3, 0] = np.nan
     np.save(tmp_path / "nan.npy", pts)
-    _fail(capsys, ["register", str(tmp_path / "nan.npy"), str(pair_files / "ref.ply")],
-          "nan.npy", "NaN/Inf")  # fmt: skip
+    _fail(capsys, ["register", str(tmp_path / "nan.npy"), str(pair_files / "ref.ply"),
+                   "--strict-input"], "nan.npy", "NaN/Inf")  # fmt: skip
 
 
 def test_wrong_shape(capsys, pair_files, tmp_path):
@@ -247,7 +247,7 @@ def _unrelated_case(capsys, tmp_path, src, ref):
     return record
 
 
-_VERIFIER_REASONS = ("the fit is not distinctive", "correspondences do not support")
+_VERIFIER_REASONS = ("no estimate is trustworthy", "ambiguous: ")
 
 
 def test_two_unrelated_rooms_are_not_registered(capsys, tmp_path, pair_files, shared_data):
@@ -269,3 +269,22 @@ def test_two_unrelated_streets_are_not_registered(capsys, tmp_path, shared_data)
         pytest.skip(f"{src} not found")
     record = _unrelated_case(capsys, tmp_path, src, shared_data / "kitti00_scancontext/000094.bin")
     assert any(r in record["reason"] for r in _VERIFIER_REASONS), record["reason"]
+
+
+def test_invalid_points_are_dropped_and_counted_in_json(tmp_path, capsys, room_pair):
+    """A PCD whose missing pixels are NaN (is_dense false) registers; ``--json`` says how
+    many points of each file were dropped, and so does the Python result."""
+    from cloud_files import write_pcd, xyz_columns
+
+    import pcreg
+
+    src, ref, _ = room_pair
+    holes = np.full((700, 3), np.nan)
+    path = write_pcd(tmp_path / "src.pcd", xyz_columns(np.vstack([src[:3000], holes, src[3000:]])))
+    write_points(tmp_path / "ref.ply", ref)
+    code = main(["register", str(path), str(tmp_path / "ref.ply"), "--json"])
+    record = json.loads(capsys.readouterr().out)
+    assert code in (0, 3) and record["dropped_invalid"] == [700, 0]
+    result = pcreg.register(path, tmp_path / "ref.ply", method="fpfh-ransac")
+    assert result.dropped_invalid == (700, 0)
+    assert pcreg.register(src, ref, method="fpfh-ransac").dropped_invalid == (0, 0)

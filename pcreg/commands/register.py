@@ -49,9 +49,17 @@ def add_parser(sub) -> None:
     cmd.add_argument(
         "--strict",
         action="store_true",
-        help="auto: cross-check the estimate with the other path (network vs FPFH + RANSAC); "
-        "where both register different transforms, the pair is ambiguous: not registered, "
-        "exit 3 (slower)",
+        help="auto: the registered estimate stands only where the other, independent path "
+        "(network search vs FPFH + RANSAC alone) reached the same pose; else the pair is "
+        "ambiguous: not registered, exit 3 (slower)",
+    )
+    cmd.add_argument(
+        "--units",
+        choices=("metres", "millimetres", "centimetres", "object"),
+        default=None,
+        help="auto: the input's unit (default: read from the clouds' extent and sampling; "
+        "--json lists the readings tried with their scores); 'object' registers a scan of "
+        "any size as an object",
     )
     cmd.add_argument(
         "--orientation-keep",
@@ -79,6 +87,7 @@ def format_result(record: dict, auto: bool = False) -> str:
             else ""
         ),
         f"T_ref_src =\n{matrix}",
+        *_rival(record),
         f"{record['num_correspondences']} correspondences, {record['time_s']:.2f} s",
     ]
     if record.get("rre_deg") is not None:
@@ -87,6 +96,14 @@ def format_result(record: dict, auto: bool = False) -> str:
             f"cm, RMSE {100 * record['rmse_m']:.2f} cm, inlier ratio {record['inlier_ratio']:.3f}"
         )
     return "\n".join(lines)
+
+
+def _rival(record: dict) -> list[str]:
+    """The other pose of an ambiguous result, as lines."""
+    if not record.get("ambiguous_with"):
+        return []
+    rows = "\n".join("  " + " ".join(f"{v: .6f}" for v in r) for r in record["ambiguous_with"])
+    return [f"nearly as well supported, a different pose =\n{rows}"]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -98,8 +115,8 @@ def run(args: argparse.Namespace) -> int:
         from pcreg.viz.interactive import check_display
 
         check_display("--show", "--render PNG or --report HTML")
-    src = read_points(args.src, **read_options(args))
-    ref = read_points(args.ref, **read_options(args))
+    src, src_info = read_points(args.src, **read_options(args), return_info=True)
+    ref, ref_info = read_points(args.ref, **read_options(args), return_info=True)
     gt = read_transform(args.gt) if args.gt is not None else None
     result = register_points(
         src,
@@ -113,7 +130,9 @@ def run(args: argparse.Namespace) -> int:
         orientation_keep=args.orientation_keep,
         max_memory=args.max_memory,
         strict=args.strict,
+        units=args.units,
     )
+    result.dropped_invalid = (src_info.dropped_invalid, ref_info.dropped_invalid)
     record = result.to_dict()
     record.update(src=str(args.src), ref=str(args.ref))
     record.update(rre_deg=None, rte_m=None, rmse_m=None, inlier_ratio=None)

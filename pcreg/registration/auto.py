@@ -1,61 +1,63 @@
 """``method="auto"``, the default: the learned path wherever it registers, any unit, any scan.
 
-For each reading of the pair's unit (:mod:`pcreg.registration.scale`, most plausible first) the
-pair is scaled to the metres its network was trained at, then estimated until the verifier
-(:mod:`pcreg.registration.verify`) accepts an estimate:
+For each plausible reading of the pair's unit (:mod:`pcreg.registration.scale`; a scan that
+barely thins at a network's voxel under a reading is tried last, and an object reading far
+from a plausible exact unit is not tried) the pair is scaled to the metres its network was
+trained at, then estimated in steps:
 
 1. **learned**: the network under its orientation search (Manhattan cube hypotheses for
    ``indoor``, the identity for the rotation-invariant ``outdoor``);
 2. **classical + learned**: Open3D FPFH + RANSAC proposes a pose (a hypothesis source that
-   needs no Manhattan structure and no upright scan), and the network is run again from it;
-   the better-supported of the two verified estimates wins, the network's on a tie.
+   needs no Manhattan structure and no upright scan), and the network is run again from it.
 
 Objects (a pair under 1 m in its unit) run step 1 only where a hypothesis source applies (a
 small Manhattan room does; a bunny has no Manhattan axes), then step 2, where only the
-network's estimate counts; when it does not verify, FPFH runs again at 1.5x the voxel. The
-first estimate the verifier accepts is returned; where none is, the best-supported one is,
-with ``registered`` false and the verifier's reason. The result says which path produced it
-(``method_used``) and which reading of the units (``units``, ``scale``).
+network's estimate from FPFH's pose is kept, then step 2 again at 1.5x the voxel.
 
-``strict``: a registered estimate must also agree with the other path's (learned vs
-classical) where that one registers too: two verified estimates more than
-:data:`AGREE_DEG` or :data:`AGREE_VOXELS` voxels apart make the pair ambiguous, and it is not
-registered.
+Every finished estimate is a :class:`~pcreg.registration.verdict.Candidate`. After each step
+one verdict over all candidates so far (:func:`~pcreg.registration.verdict.judge`: the best
+score, and no different pose nearly as well supported) decides; the search stops at the first
+registered verdict, and otherwise returns the best candidate with ``registered`` false and the
+reason (``ambiguous: ...`` with the other pose where two poses compete). The result says which
+path produced it (``method_used``), which reading of the units (``units``, ``scale``) and
+lists the readings tried with their best scores (``readings``).
+
+``strict``: a registered estimate stands only where the other, independent path (the
+network's search vs FPFH + RANSAC alone) reached the same pose
+(:func:`~pcreg.registration.verdict.different` is false).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from pcreg.errors import InputError
 from pcreg.registration.checks import cloud_extent
 from pcreg.registration.result import RegistrationResult
-from pcreg.registration.scale import Reading, readings
+from pcreg.registration.scale import Reading, reading_for, readings
+
+if TYPE_CHECKING:
+    from pcreg.registration.verdict import Candidate
 
 # ``pipe`` is a :class:`~pcreg.registration.pipeline.Registration` and ``plan`` its ``_Plan``:
 # typed Any here because the pipeline imports this module (no import cycle)
 Registration = Any
 _Plan = Any
 
-__all__ = ["AGREE_DEG", "AGREE_VOXELS", "register_auto"]
+__all__ = ["register_auto"]
 
 logger = logging.getLogger(__name__)
 
-#: two verified estimates further apart than this (degrees, or voxels of translation) disagree
-AGREE_DEG = 5.0
-AGREE_VOXELS = 3.0
-#: the network's estimate from the classical pose wins unless its support is this much lower
-_LEARNED_TIE = 0.98
 #: the steps for rooms and streets, and for objects (module doc). On objects only the
 #: network's estimate from FPFH's pose counts: on the zero-shot bunny and dragon draws FPFH +
-#: RANSAC + ICP alone added 2 successes and 1 wrong registration; when it does not verify,
-#: FPFH runs again at 1.5x the voxel (other features, other hypotheses).
+#: RANSAC + ICP alone added 2 successes and 1 wrong registration; the second FPFH runs at
+#: 1.5x the voxel (other features, other hypotheses).
 SCENE_STEPS = ("learned", "classical")
 OBJECT_STEPS = ("learned, where a source applies", "object", "classical, coarser")
 
@@ -67,49 +69,123 @@ def register_auto(
     names: tuple[str, str],
     origins: np.ndarray,
     start: float,
+    *,
+    exhaustive: bool = False,
 ) -> RegistrationResult:
     """Register a pair already in its working frame (``src``, ``ref`` shifted by
-    ``origins (2, 3)``, float64) with ``pipe``'s settings; see the module doc."""
+    ``origins (2, 3)``, float64) with ``pipe``'s settings; see the module doc. Every finished
+    estimate is a :class:`~pcreg.registration.verdict.Candidate`; after each step one
+    :func:`~pcreg.registration.verdict.judge` over all of them decides, and the search stops
+    at the first registered verdict (``exhaustive``: never; every reading and step runs, for
+    the labelled verdict set)."""
+    from pcreg.registration.verdict import (
+        judge,
+        load_verdict_model,
+        reading_densities,
+        scene_size,
+    )
+
+    model = load_verdict_model("auto")
     extent = max(cloud_extent(src), cloud_extent(ref))
     if pipe.model is not None:  # a named network: the user's units are its metres
-        reads = [Reading("metres", pipe.model, 1.0)]
+        reads: Iterable[Reading] = [Reading("metres", pipe.model, 1.0)]
+    elif pipe.units is not None:  # the user's unit: no other reading is tried
+        reads = [reading_for(pipe.units, extent)]
     else:
         candidates = readings(extent)
         reads = _by_sampling(candidates, src, ref) if candidates else [Reading("metres", "", 1.0)]
+    centre = src.mean(axis=0) + origins[0]  # the source's centre, input frame
+    diagonal = scene_size(ref)
     errors: list[InputError] = []
-    best: RegistrationResult | None = None
-    for reading in reads:
+    found: list[Candidate] = []
+    tried: list[dict[str, object]] = []
+    verdict = None
+    step_index = -1
+    for rank, reading in enumerate(reads):
         scale = reading.scale
         try:
             plan = pipe.plan(src * scale, ref * scale, names, model=reading.model or None)
         except InputError as err:
             logger.info("units read as %s: %s", reading.units, err)
             errors.append(err)
+            tried.append({"units": reading.units, "scale": scale, "refused": str(err)})
             continue
+        density = reading_densities(src, ref, plan, scale)
+        tried.append({"units": reading.units, "scale": scale, "model": plan.model,
+                      "density": [round(d, 4) for d in density]})  # fmt: skip
         s, r, o = plan.clean(src * scale, ref * scale, origins * scale)
         steps = OBJECT_STEPS if reading.units == "object" else SCENE_STEPS
         for step in steps:
-            result = _attempt(pipe, plan, step, s, r, o, scale, start)
-            if result is None:
-                continue
-            result.units = reading.units
-            logger.info(
-                "units %s (x%.4g), %s: %s, confidence %.2f",
-                reading.units, scale, result.method_used,
-                "registered" if result.registered else result.reason, result.confidence,
-            )  # fmt: skip
-            if result.registered:
-                if pipe.strict:
-                    other = "classical" if step.startswith("learned") else "learned"
-                    check = _attempt(pipe, plan, other, s, r, o, scale, start)
-                    if check is not None:
-                        _cross_check(result, check)
-                return result
-            if best is None or _support(result) > _support(best):
-                best = result
-    if best is None:
-        raise errors[0]
-    return best
+            step_index += 1
+            new = _attempt(pipe, plan, step, s, r, o, scale, start)
+            for cand in new:
+                cand.step = step_index
+                cand.result.units = reading.units
+                cand.features.update(
+                    object_reading=float(reading.units == "object"),
+                    outdoor=float(plan.setting.name == "outdoor"),
+                    reading_rank=float(rank),
+                    density_min=min(density),
+                    density_max=max(density),
+                )
+            found += new
+            verdict = judge(found, model, centre, diagonal)
+            for cand in new:
+                logger.info(
+                    "units %s (x%.4g), %s: score %.2f, confidence %.2f",
+                    reading.units, scale, cand.path, cand.score, cand.result.confidence,
+                )  # fmt: skip
+            if verdict.registered and not exhaustive:
+                break
+        if verdict is not None and verdict.registered and not exhaustive:
+            break
+    if verdict is None or verdict.best is None:
+        if errors:
+            raise errors[0]
+        raise InputError(names[0], "no reading of the units gave an estimate")
+    for entry in tried:  # each reading's best score
+        scores = [c.score for c in found if c.result.scale == entry["scale"]]
+        entry["best_score"] = round(max(scores), 4) if scores else None
+    if verdict.registered and pipe.strict:
+        _strict(pipe, verdict, found, centre, diagonal, src, ref, names, origins, start)
+    result = verdict.best.result
+    result.verdict = verdict
+    result.readings = tried
+    return result
+
+
+def _strict(pipe, verdict, found, centre, diagonal, src, ref, names, origins, start) -> None:
+    """``--strict``: the registered estimate stands only where the other, independent path
+    (the network's search vs FPFH + RANSAC alone) reached the same pose (not
+    :func:`~pcreg.registration.verdict.different`); else the verdict turns to not registered."""
+    from pcreg.registration.verdict import different, load_verdict_model
+
+    best = verdict.best
+    # FPFH + RANSAC's pose refined by the network is not independent of FPFH + RANSAC
+    other = "geotransformer" if best.path.startswith("fpfh-ransac") else "fpfh-ransac"
+    pool = [c for c in found if c.path == other and c.result.scale == best.result.scale]
+    if not pool:
+        scale = best.result.scale
+        plan = pipe.plan(src * scale, ref * scale, names, model=best.result.model)
+        s, r, o = plan.clean(src * scale, ref * scale, origins * scale)
+        step = "classical" if other == "fpfh-ransac" else "learned"
+        pool = [c for c in _attempt(pipe, plan, step, s, r, o, scale, start) if c.path == other]
+        model = load_verdict_model("auto")
+        for c in pool:
+            c.features.update({k: v for k, v in best.features.items() if k not in c.features})
+            c.score = model.score(c.features)
+    agree = [c for c in pool if not different(c.transform, best.transform, centre, diagonal)]
+    if agree:
+        return
+    verdict.registered = False
+    if not pool:
+        verdict.reason = f"--strict: {other} gave no estimate to cross-check {best.path}'s with"
+        return
+    verdict.rival = max(pool, key=lambda c: c.score)
+    verdict.rival_transform = verdict.rival.transform
+    verdict.reason = (
+        f"ambiguous: {best.path} and the independent {other} reached different poses (--strict)"
+    )
 
 
 #: a reading under which the clouds barely thin at the network's voxel (occupied voxels over
@@ -117,13 +193,16 @@ def register_auto(
 #: metres 0.17 at 0.3 m, 3DMatch fragments 0.2-0.4 at 5 cm, the Stanford bunny in millimetres
 #: read as metres 1.0 (its 0.5 mm spacing becomes 0.5 m, sparser than any LiDAR scan).
 SPARSE_READING = 0.9
+#: an object reading more than this factor from a plausible exact-unit reading is not tried:
+#: two KITTI scans (a 160 m street in metres) read as an object at x0.045 registered a wrong
+#: pose; a scan that is plausible as metres is not a 4 m object unless the user says so
+OBJECT_APART = 10.0
 
 
 def _by_sampling(reads: list[Reading], src: np.ndarray, ref: np.ndarray) -> Iterator[Reading]:
     """``reads`` with those under which the clouds are sparser than their network's voxel
-    moved to the end (stable otherwise). Lazy: a reading is checked when the one before it
-    did not register, so the common first-reading success counts voxels once (a KITTI scan:
-    ~8 ms a count)."""
+    moved to the end (stable otherwise), and without object readings far from a plausible
+    exact unit (:data:`OBJECT_APART`). One voxel count per reading (a KITTI scan: ~8 ms)."""
     from pcreg.registration.checks import voxel_count
     from pcreg.registration.resources import SHIPPED_FOOTPRINTS
 
@@ -135,17 +214,20 @@ def _by_sampling(reads: list[Reading], src: np.ndarray, ref: np.ndarray) -> Iter
     if len(reads) < 2:  # nothing to reorder: no voxel count on the common path
         yield from reads
         return
+    plausible = [r for r in reads if not sparse(r)]
+    exact = [r for r in plausible if r.units != "object"]
     deferred = []
     for reading in reads:
-        if sparse(reading):
+        if reading.units == "object" and any(
+            max(r.scale, reading.scale) > OBJECT_APART * min(r.scale, reading.scale) for r in exact
+        ):  # a scan that is plausible in an exact unit is not an object far from it
+            logger.info("units: not read as an object (x%.4g): plausible in %s",
+                        reading.scale, exact[0].units)  # fmt: skip
+        elif reading not in plausible:
             deferred.append(reading)
         else:
             yield reading
     yield from deferred
-
-
-def _support(result: RegistrationResult) -> float:
-    return result.confidence * result.fitness
 
 
 def _attempt(
@@ -157,19 +239,23 @@ def _attempt(
     origins: np.ndarray,
     scale: float,
     start: float,
-) -> RegistrationResult | None:
-    """One step of the module doc on the scaled, cleaned pair, verified, in the user's
-    frame (None: the step does not apply)."""
+) -> list[Candidate]:
+    """One step of the module doc on the scaled, cleaned pair: its finished estimates as
+    candidates, in the user's frame (none: the step does not apply)."""
+    from pcreg.registration.verdict import Candidate, candidate_features, hypothesis_margin
+
     if step.startswith("learned"):  # the network under its orientation search
         t0 = time.perf_counter()
         # on objects only where a hypothesis source applies (a small Manhattan room)
         found = pipe.search_for(plan.loaded)(src, ref, as_given=step == "learned")
         if found is None:
-            return None
+            return []
+        margin = hypothesis_margin(found, src, ref)
         result = pipe._learned(plan, found.prediction, found.hypothesis)
         result.timings["register"] = time.perf_counter() - t0
         result.method_used = "geotransformer"
-        return pipe._finish(result, plan, src, ref, start, origins, scale)
+        result = pipe._finish(result, plan, src, ref, start, origins, scale)
+        return [Candidate(result, candidate_features(result, margin, fpfh=False))]
     t0 = time.perf_counter()
     coarse = step == "classical, coarser"  # other features: 1.5x the voxel for FPFH
     classical = pipe._classical(replace(plan, voxel=plan.voxel * 1.5) if coarse else plan, src, ref)
@@ -177,22 +263,24 @@ def _attempt(
     classical.timings["register"] = time.perf_counter() - t0
     classical.method_used = "fpfh-ransac"
     pose = classical.transform.copy()
-    finished = [pipe._finish(classical, plan, src, ref, start, origins, scale)]
+    net = None  # the network's prediction from FPFH's pose: its correspondences judge both
     if len(classical.src_corr_points) >= 3:
         t0 = time.perf_counter()
-        refined = pipe._learned(plan, _from_pose(plan, src, ref, pose), "fpfh-ransac")
-        refined.timings["register"] = time.perf_counter() - t0
+        net = _from_pose(plan, src, ref, pose)
+        net_time = time.perf_counter() - t0
+    out = []
+    support = None if net is None else (net.src_corr_points, net.ref_corr_points, net.corr_scores)
+    finished = pipe._finish(classical, plan, src, ref, start, origins, scale, support=support)
+    out.append(Candidate(finished, candidate_features(finished, 0.0, fpfh=True, alone=True)))
+    if net is not None:
+        refined = pipe._learned(plan, net, "fpfh-ransac")
+        refined.timings["register"] = net_time
         refined.method_used = "fpfh-ransac+geotransformer"
-        finished.append(pipe._finish(refined, plan, src, ref, start, origins, scale))
-    learned = [r for r in finished if r.method == "geotransformer"]
-    if step != "classical" and learned:  # objects: the network must confirm FPFH's pose
-        finished = learned
-    registered = [r for r in finished if r.registered] or finished
-    learned = [r for r in registered if r.method == "geotransformer"]
-    top = max(registered, key=_support)
-    if learned and _support(learned[0]) >= _LEARNED_TIE * _support(top):
-        return learned[0]
-    return top
+        refined = pipe._finish(refined, plan, src, ref, start, origins, scale)
+        out.append(Candidate(refined, candidate_features(refined, 0.0, fpfh=True)))
+    if step != "classical":  # objects: the network must confirm FPFH's pose (none: nothing)
+        out = out[1:]
+    return out
 
 
 def _from_pose(plan: _Plan, src: np.ndarray, ref: np.ndarray, pose: np.ndarray):
@@ -205,19 +293,3 @@ def _from_pose(plan: _Plan, src: np.ndarray, ref: np.ndarray, pose: np.ndarray):
     back = (pred.src_corr_points - pose[:3, 3]) @ pose[:3, :3]
     return Prediction(pred.transform @ pose, back, pred.ref_corr_points, pred.corr_scores,
                       pred.time_s)  # fmt: skip
-
-
-def _cross_check(result: RegistrationResult, other: RegistrationResult) -> None:
-    """Mark ``result`` ambiguous when ``other`` registered a different transform."""
-    if not other.registered:
-        return
-    a, b = result.transform, other.transform
-    cos = (np.trace(a[:3, :3].T @ b[:3, :3]) - 1) / 2
-    deg = float(np.degrees(np.arccos(np.clip(cos, -1.0, 1.0))))
-    probe = np.asarray(result.src_corr_points, np.float64).reshape(-1, 3).mean(axis=0)
-    shift = float(np.linalg.norm((a[:3, :3] - b[:3, :3]) @ probe + a[:3, 3] - b[:3, 3]))
-    if deg > AGREE_DEG or shift > AGREE_VOXELS * result.voxel_size:
-        result.rejected = (
-            f"ambiguous: {result.method_used} and {other.method_used} registered transforms "
-            f"{deg:.1f} deg and {shift:.3g} apart (--strict)"
-        )

@@ -32,10 +32,12 @@ import numpy as np
 
 from pcreg.engine.threads import fitted_threads
 from pcreg.errors import InputError
+from pcreg.io import xyz_columns
 from pcreg.registration.checks import (
     MAX_SCALE_RATIO,
     MIN_POINTS,
     TooFewPointsError,
+    check_counts,
     check_device,
     check_pair,
     check_voxel_counts,
@@ -55,6 +57,16 @@ from pcreg.registration.resources import (
     parse_size,
 )
 from pcreg.registration.result import SETTINGS, RegistrationResult, Setting
+from pcreg.registration.verdict import (
+    Candidate,
+    candidate_features,
+    hypothesis_margin,
+    judge,
+    load_verdict_model,
+    reading_densities,
+    scene_size,
+    symmetry_probe,
+)
 from pcreg.registration.verify import agreement, verify
 
 if TYPE_CHECKING:  # torch and the network load only when a pipeline is built
@@ -174,8 +186,10 @@ class Registration:
         max_memory: the cap on a pair's estimated memory (bytes, or a size such as ``"8G"``);
             default: 4 GiB or 80 % of the available memory, whichever is less. A pair over it
             is refused (:class:`~pcreg.registration.resources.MemoryCapError`).
-        strict: ``auto`` only: a registered estimate must agree with the other path's where
-            that one registers too (:func:`~pcreg.registration.auto.register_auto`).
+        strict: ``auto`` only: a registered estimate stands only where the other,
+            independent path reached the same pose (:func:`~pcreg.registration.auto.register_auto`).
+        units: ``auto`` only: the input's unit (:data:`~pcreg.registration.scale.UNITS`)
+            instead of the readings proposed from the clouds' extent.
 
     Raises:
         InputError: an unknown method, a bad voxel size or search setting (at construction,
@@ -194,6 +208,7 @@ class Registration:
         networks: NetworkLoader | None = None,
         max_memory: int | str | None = None,
         strict: bool = False,
+        units: str | None = None,
     ) -> None:
         if method not in METHODS:
             raise InputError(
@@ -219,6 +234,17 @@ class Registration:
         self.networks = networks or _NetworkCache()
         self.max_memory = None if max_memory is None else parse_size(max_memory, "max_memory")
         self.strict = strict
+        from pcreg.registration.scale import UNITS
+
+        if units is not None and units not in UNITS:
+            raise InputError("units", f"unknown unit {units!r}; use one of {', '.join(UNITS)}")
+        if units is not None and (method != "auto" or model is not None):
+            raise InputError("units", "names the unit for --method auto without --model only "
+                             "(a named model or method takes metres)")  # fmt: skip
+        self.units = units
+        #: ``auto`` runs every reading and step instead of stopping at the first registered
+        #: verdict (``tools/verdict_set.py``: the labelled set sees every candidate)
+        self.exhaustive = False
 
     # -- step 1: validation and the setting -------------------------------------------------
 
@@ -307,6 +333,8 @@ class Registration:
         """Register ``src (N, 3)`` onto ``ref (M, 3)`` (metres, validated arrays); ``names``
         label them in errors. torch and Open3D run on the cores free at the start, or just
         before it (:func:`~pcreg.engine.threads.fitted_threads`)."""
+        src, ref = xyz_columns(src, names[0]), xyz_columns(ref, names[1])
+        check_counts(src, ref, names)
         with fitted_threads(_LIBRARIES[self.method == "fpfh-ransac"]):
             return self._register(src, ref, names)
 
@@ -319,17 +347,44 @@ class Registration:
         if self.method == "auto":
             from pcreg.registration.auto import register_auto
 
-            return register_auto(self, src, ref, names, origins, start)
+            return register_auto(self, src, ref, names, origins, start,
+                                 exhaustive=self.exhaustive)  # fmt: skip
         plan = self.plan(src, ref, names)
         src, ref, origins = plan.clean(src, ref, origins)
         t0 = time.perf_counter()
+        margin = 0.0
         if plan.loaded is not None:
             found = self.search_for(plan.loaded)(src, ref)
             result = self._learned(plan, found.prediction, found.hypothesis)
+            margin = hypothesis_margin(found, src, ref)
         else:
             result = self._classical(plan, src, ref)
         result.timings["register"] = time.perf_counter() - t0
-        return self._finish(result, plan, src, ref, start, origins)
+        result = self._finish(result, plan, src, ref, start, origins)
+        return self._judged(result, plan, src, ref, origins, margin)
+
+    def _judged(
+        self,
+        result: RegistrationResult,
+        plan: _Plan,
+        src: np.ndarray,
+        ref: np.ndarray,
+        origins: np.ndarray,
+        margin: float,
+    ) -> RegistrationResult:
+        """``result`` with the verdict (:mod:`~pcreg.registration.verdict`) on it as the one
+        candidate of its method: the ``auto`` model for the network's estimate, the
+        ``classical`` one (no network to agree with) for FPFH + RANSAC's."""
+        classical = plan.loaded is None
+        features = candidate_features(result, margin, fpfh=classical, alone=classical)
+        dens = reading_densities(src, ref, plan, 1.0)
+        features.update(object_reading=0.0, outdoor=float(plan.setting.name == "outdoor"),
+                        reading_rank=0.0, density_min=min(dens), density_max=max(dens))  # fmt: skip
+        model = load_verdict_model("classical" if classical else "auto")
+        centre = src.mean(axis=0) + origins[0]
+        diagonal = scene_size(ref)
+        result.verdict = judge([Candidate(result, features)], model, centre, diagonal)
+        return result
 
     def batch(self, pairs: Sequence[tuple[np.ndarray, np.ndarray]]) -> list[RegistrationResult]:
         """Register ``(src, ref)`` pairs in this process, results in input order. A network
@@ -363,7 +418,8 @@ class Registration:
             for plan, pred, (src, ref), origin in zip(plans, preds, pairs, origins, strict=True):
                 result = self._learned(plan, pred, "identity")
                 result.timings["register"] = elapsed
-                out.append(self._finish(result, plan, src, ref, start, origin))
+                result = self._finish(result, plan, src, ref, start, origin)
+                out.append(self._judged(result, plan, src, ref, origin, 0.0))
             return out
         return [self(s + o[0], r + o[1]) for (s, r), o in zip(pairs, origins, strict=True)]
 
@@ -408,14 +464,17 @@ class Registration:
         start: float,
         origins: np.ndarray,
         scale: float = 1.0,
+        support: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
     ) -> RegistrationResult:
         """ICP when asked (in the working frame), the verification of the estimate
         (:func:`~pcreg.registration.verify.verify`, at the setting's voxel: its contrast is
         the result's confidence), then the result in the user's frame (:func:`to_user_frame`),
         its arrays' dtypes and shapes, and the total time. ``scale``: the clouds (and
         ``origins``) were multiplied by it (:mod:`~pcreg.registration.scale`); the result is
-        divided back into the user's units."""
-        net = None  # the network's own correspondences, which ICP's replace
+        divided back into the user's units. ``support``: a network's correspondences
+        ``(src (K, 3), ref (K, 3), scores (K,))`` in the same frame to measure the estimate's
+        agreement with, for an estimate the network did not make (FPFH + RANSAC's)."""
+        net = support  # the network's own correspondences, which ICP's replace
         if result.method == "geotransformer":
             net = (result.src_corr_points, result.ref_corr_points, result.corr_scores)
         down = None  # ICP's voxelised clouds, which the verification reuses at its voxel
@@ -442,6 +501,20 @@ class Registration:
         # at the setting's voxel, where its thresholds were measured (not a --voxel-size)
         check = verify(*(down or (src, ref)), result.transform, plan.setting.voxel_size, agrees,
                        voxelised=down is not None)  # fmt: skip
+        if check.inliers:  # the margin to the best different pose
+            from pcreg.baselines.icp import downsample_with_normals
+
+            if down is None:
+                src_down = downsample_with_normals(src, plan.setting.voxel_size)
+                ref_down = downsample_with_normals(ref, plan.setting.voxel_size)
+            margin, pose = symmetry_probe(src_down, ref_down, result.transform,
+                                          plan.setting.voxel_size, src.mean(axis=0),
+                                          scene_size(ref))  # fmt: skip
+            check = replace(
+                check,
+                probe_margin=margin,
+                probe_pose=None if pose is None else _user_pose(pose, scale, origins),
+            )
         result.timings["verify"] = time.perf_counter() - t0
         result.verification = check
         result.confidence = float(np.clip(check.contrast, 0.0, 1.0))
@@ -474,6 +547,17 @@ class _NetworkCache:
         if key not in self._loaded:
             self._loaded[key] = load_network(model, device)
         return self._loaded[key]
+
+
+def _user_pose(pose: np.ndarray, scale: float, origins: np.ndarray) -> np.ndarray:
+    """A working-frame pose ``(4, 4)`` (clouds scaled by ``scale``, shifted by ``origins``,
+    also scaled) in the user's frame and units, as :meth:`Registration._finish` maps the
+    estimate."""
+    out = np.asarray(pose, np.float64).copy()
+    out[:3, 3] /= scale
+    o_src, o_ref = np.asarray(origins, np.float64) / scale
+    out[:3, 3] += o_ref - out[:3, :3] @ o_src
+    return out
 
 
 def _shifted(points: np.ndarray, origin: np.ndarray) -> np.ndarray:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:
+    from pcreg.registration.verdict import Verdict
     from pcreg.registration.verify import Verification
 
 __all__ = ["SETTINGS", "RegistrationResult", "Setting"]
@@ -90,6 +91,11 @@ class RegistrationResult:
     units: str = "metres"
     scale: float = 1.0
     rejected: str = ""
+    verdict: Verdict | None = field(default=None, repr=False)
+    readings: list[dict[str, Any]] = field(default_factory=list)
+    #: invalid points (NaN/Inf, or marked invalid by the format) dropped when the source and
+    #: the reference files were read
+    dropped_invalid: tuple[int, int] = (0, 0)
 
     def __post_init__(self) -> None:
         if not self.method_used:  # one method alone: it is what produced the estimate
@@ -122,6 +128,8 @@ class RegistrationResult:
             return f"only {n} correspondences; a rigid transform needs at least 3"
         if self.rejected:
             return self.rejected
+        if self.verdict is not None:
+            return self.verdict.reason
         if self.verification is not None:
             return self.verification.reason
         if not self.confidence > 0.0:
@@ -168,6 +176,15 @@ class RegistrationResult:
             "fitness": self.fitness,
             "agreement": None if self.verification is None else self.verification.agreement,
             "hypothesis": self.hypothesis,
+            "score": None if self.verdict is None else self.verdict.to_dict()["score"],
+            "ambiguous_with": (
+                None
+                if self.verdict is None or self.verdict.rival_transform is None
+                else np.asarray(self.verdict.rival_transform).tolist()
+            ),
+            "readings": list(self.readings),
+            "dropped_invalid": list(self.dropped_invalid),
+            "estimates": [] if self.verdict is None else self.verdict.to_dict()["candidates"],
             "time_s": self.time_s,
             "timings": dict(self.timings),
         }

@@ -31,7 +31,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["INDOOR_BAND", "OBJECT_EXTENT", "OUTDOOR_BAND", "Reading", "readings"]
+__all__ = [
+    "INDOOR_BAND",
+    "OBJECT_EXTENT",
+    "OUTDOOR_BAND",
+    "UNITS",
+    "Reading",
+    "reading_for",
+    "readings",
+]
 
 #: extents (metres) registered as rooms by ``indoor`` and as streets / sites by ``outdoor``
 INDOOR_BAND = (1.0, 20.0)
@@ -44,6 +52,8 @@ OBJECT_EXTENT = 4.0
 #: the 4 m object reading (``pcreg benchmark --zero-shot``)
 ROOM_MIN = 3.0
 _UNITS = (("metres", 1.0), ("millimetres", 0.001), ("centimetres", 0.01))
+#: the units a user may name (``--units``)
+UNITS = ("metres", "millimetres", "centimetres", "object")
 
 
 @dataclass(frozen=True)
@@ -100,3 +110,16 @@ def readings(extent: float) -> list[Reading]:
         elif out[same[0]].units == "object" and metres >= ROOM_MIN:  # an exact unit is better
             out[same[0]] = Reading(units, model, factor)
     return out
+
+
+def reading_for(units: str, extent: float) -> Reading:
+    """The reading a user names (``--units``) for a pair spanning ``extent`` in its unit: an
+    exact unit runs the network of its band (``indoor`` below 20 m, ``outdoor`` above, and a
+    scan under 1 m in that unit as an object of it), ``"object"`` scales it as an object."""
+    if units == "object":
+        return Reading("object", "indoor", _object_scale(extent))
+    factor = dict(_UNITS)[units]
+    metres = extent * factor
+    if metres < INDOOR_BAND[0]:
+        return Reading("object", "indoor", _object_scale(extent))
+    return Reading(units, "indoor" if metres <= INDOOR_BAND[1] else "outdoor", factor)

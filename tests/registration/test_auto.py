@@ -11,7 +11,6 @@ from scipy.spatial.transform import Rotation
 
 import pcreg
 from pcreg.geometry import pose_errors
-from pcreg.registration.auto import _cross_check
 
 TRAIN = Path(__file__).resolve().parents[2].parent / "shared" / "train_data"
 
@@ -89,41 +88,52 @@ def test_the_same_object_in_millimetres():
 def test_a_network_that_cannot_register_falls_back_to_the_classical_path(
     room_pair, tiny_checkpoint
 ):
+    """A randomly initialised network: its own estimate is refused, FPFH + RANSAC's pose is
+    the best candidate and right, and the verdict registers it only if it can trust it
+    (the random network's correspondences cannot vouch for it: refused is honest too)."""
     src, ref, gt = room_pair
     alone = pcreg.register(src, ref, model=tiny_checkpoint, method="geotransformer")
     assert not alone.registered
     res = pcreg.register(src, ref, model=tiny_checkpoint)
-    assert res.registered and res.method_used == "fpfh-ransac", res.reason
+    assert res.method_used == "fpfh-ransac", res.method_used
     err = pose_errors(res.transform, gt, src)
     assert err["rre_deg"] < 1.0 and err["rte_m"] < 0.03, err
+    assert res.registered or res.reason.startswith("no estimate is trustworthy")
 
 
-def _result(transform, method_used="geotransformer", registered=True):
+def _candidate(transform, path="geotransformer", step=0):
     from pcreg.registration.result import RegistrationResult
+    from pcreg.registration.verdict import Candidate
     from pcreg.registration.verify import Verification
 
-    check = Verification(500 if registered else 0, 1000, 0.075, 0.5, None)
-    return RegistrationResult(
+    check = Verification(500, 1000, 0.075, 0.5, None)
+    result = RegistrationResult(
         transform=transform, src_corr_points=np.ones((10, 3)), ref_corr_points=np.ones((10, 3)),
         corr_scores=np.ones(10), method="geotransformer", model="indoor", setting="indoor",
-        icp=True, voxel_size=0.05, verification=check, method_used=method_used,
+        icp=True, voxel_size=0.05, verification=check, method_used=path,
     )  # fmt: skip
+    return Candidate(result, {}, score=0.99, step=step)
 
 
-def test_strict_rejects_two_registered_transforms_that_disagree():
+def test_strict_needs_the_other_path_at_the_same_pose():
+    """``strict``: the registered estimate stands only where the independent path reached
+    the same pose (within 10 deg and 5 % of the diagonal)."""
+    from pcreg.registration.auto import _strict
+    from pcreg.registration.verdict import Verdict
+
     turned = np.eye(4)
     turned[:3, :3] = Rotation.from_euler("z", 90, degrees=True).as_matrix()
-    result = _result(np.eye(4))
-    _cross_check(result, _result(turned, "fpfh-ransac"))
-    assert not result.registered and result.reason.startswith("ambiguous: geotransformer and")
-    agreeing = _result(np.eye(4))
     near = np.eye(4)
     near[:3, 3] = [0.05, 0, 0]  # 1 voxel apart: the same registration
-    _cross_check(agreeing, _result(near, "fpfh-ransac"))
-    assert agreeing.registered
-    unregistered_other = _result(np.eye(4))
-    _cross_check(unregistered_other, _result(turned, "fpfh-ransac", registered=False))
-    assert unregistered_other.registered
+    for other, stands in ((turned, False), (near, True)):
+        best = _candidate(np.eye(4))
+        found = [best, _candidate(other, "fpfh-ransac", 1)]
+        verdict = Verdict(best, True, "", None, found)
+        _strict(None, verdict, found, np.zeros(3), 5.0, None, None, None, None, 0.0)
+        assert verdict.registered is stands
+        if not stands:
+            assert verdict.reason.startswith("ambiguous: geotransformer and the independent")
+            assert verdict.rival is found[1]
 
 
 def test_strict_exit_code(capsys, tmp_path, room_pair, monkeypatch):
@@ -142,12 +152,13 @@ def test_strict_exit_code(capsys, tmp_path, room_pair, monkeypatch):
     real_attempt = auto._attempt
 
     def turned_classical(pipe, plan, step, *args):
-        result = real_attempt(pipe, plan, step, *args)
+        found = real_attempt(pipe, plan, step, *args)
         if step == "classical":
             turn = np.eye(4)
             turn[:3, :3] = Rotation.from_euler("z", 90, degrees=True).as_matrix()
-            result.transform = turn @ result.transform
-        return result
+            for cand in found:
+                cand.result.transform = turn @ cand.result.transform
+        return found
 
     monkeypatch.setattr(auto, "_attempt", turned_classical)
     out = tmp_path / "T.txt"
@@ -190,9 +201,10 @@ def test_manhattan_hypotheses_do_not_apply_without_manhattan_axes(shared_data, r
     assert source.propose(noise, room) is not None  # one room is enough to try
 
 
-def test_sparse_readings_go_last_and_are_checked_only_when_reached(monkeypatch, rng):
+def test_sparse_readings_go_last_and_far_object_readings_are_dropped(monkeypatch, rng):
     """A reading under which the cloud is sparser than the network's voxel is tried after
-    the others; a voxel count is made only when the reading before it is given up."""
+    the others (one voxel count per reading); an object reading more than 10x from a
+    plausible exact unit is not tried at all (a street in metres is not an object)."""
     import pcreg.registration.checks as checks
     from pcreg.registration.auto import _by_sampling
     from pcreg.registration.scale import Reading
@@ -206,9 +218,12 @@ def test_sparse_readings_go_last_and_are_checked_only_when_reached(monkeypatch, 
     counted = []
     real = checks.voxel_count
     monkeypatch.setattr(checks, "voxel_count", lambda p, v: counted.append(v) or real(p, v))
-    order = _by_sampling(reads, cloud, cloud)
-    assert next(order).units == "metres" and len(counted) == 1
-    assert [r.units for r in order] == ["centimetres", "millimetres"]
+    assert [r.units for r in _by_sampling(reads, cloud, cloud)] == [
+        "metres", "centimetres", "millimetres"
+    ]  # fmt: skip
     assert len(counted) == 3
     assert [r.units for r in _by_sampling(reads[:1], cloud, cloud)] == ["metres"]
     assert len(counted) == 3  # one reading: nothing to order, nothing counted
+    near = Reading("object", "indoor", 0.005)  # 5x from the plausible metres reading: kept
+    far = Reading("object", "indoor", 0.5)  # 500x: dropped
+    assert [r.scale for r in _by_sampling([reads[0], near, far], cloud, cloud)] == [0.001, 0.005]

@@ -1,0 +1,155 @@
+"""The one verdict over a search's candidates (``pcreg.registration.verdict``)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from scipy.spatial.transform import Rotation
+
+from pcreg.registration import verdict as V
+from pcreg.registration.result import RegistrationResult
+from pcreg.registration.verify import Verification
+
+MODEL = V.VerdictModel(
+    features=("contrast",), mean=np.zeros(1), scale=np.ones(1), weights=np.array([10.0]),
+    bias=-5.0, threshold=0.9, rival=0.1, rival_floor=0.5, version="test",
+)  # fmt: skip
+
+
+def _cand(transform, contrast, inliers=500, corr=10):
+    check = Verification(inliers, 1000, 0.075, contrast, 0.2)
+    result = RegistrationResult(
+        transform=np.asarray(transform, float), src_corr_points=np.zeros((corr, 3)),
+        ref_corr_points=np.zeros((corr, 3)), corr_scores=np.ones(corr), method="geotransformer",
+        model="indoor", setting="indoor", icp=True, voxel_size=0.05, verification=check,
+    )  # fmt: skip
+    return V.Candidate(result, {"contrast": contrast})
+
+
+def _turned(deg, shift=0.0):
+    t = np.eye(4)
+    t[:3, :3] = Rotation.from_euler("z", deg, degrees=True).as_matrix()
+    t[0, 3] = shift
+    return t
+
+
+CENTRE, DIAGONAL = np.zeros(3), 10.0
+
+
+def test_model_scores_logistic_and_round_trips():
+    assert MODEL.score({"contrast": 0.5}) == pytest.approx(0.5)
+    assert MODEL.score({"contrast": 1.0}) == pytest.approx(1 / (1 + np.exp(-5)))
+    again = V.VerdictModel.from_dict(json.loads(json.dumps(MODEL.to_dict())))
+    assert again.score({"contrast": 0.8}) == pytest.approx(MODEL.score({"contrast": 0.8}))
+    assert (again.threshold, again.rival, again.version) == (0.9, 0.1, "test")
+
+
+def test_best_candidate_registers_alone():
+    good, weak = _cand(np.eye(4), 0.95), _cand(_turned(90), 0.3)
+    out = V.judge([weak, good], MODEL, CENTRE, DIAGONAL)
+    assert out.registered and out.best is good and out.reason == ""
+    assert out.candidates == [weak, good] and weak.score < 0.2 < 0.9 < good.score
+
+
+def test_below_threshold_is_not_registered():
+    out = V.judge([_cand(np.eye(4), 0.7)], MODEL, CENTRE, DIAGONAL)
+    assert not out.registered and out.reason.startswith("no estimate is trustworthy")
+    assert "1 estimate tried" in out.reason
+
+
+def test_a_different_pose_nearly_as_well_supported_is_ambiguous():
+    a, b = _cand(np.eye(4), 0.96), _cand(_turned(90), 0.95)
+    out = V.judge([a, b], MODEL, CENTRE, DIAGONAL)
+    assert not out.registered and out.reason.startswith("ambiguous: two poses 90.0 deg")
+    assert out.best is a and out.rival is b
+    assert out.to_dict()["rival"]["transform"] == b.transform.tolist()
+
+
+def test_the_same_pose_twice_is_no_rival():
+    # 5 deg and 0.4 (4 % of the diagonal) apart: the same answer
+    a, b = _cand(np.eye(4), 0.96), _cand(_turned(5, 0.4), 0.95)
+    assert V.judge([a, b], MODEL, CENTRE, DIAGONAL).registered
+    # 0.6 apart (6 % of the diagonal): a different answer
+    c, d = _cand(np.eye(4), 0.96), _cand(_turned(0, 0.6), 0.95)
+    assert not V.judge([c, d], MODEL, CENTRE, DIAGONAL).registered
+
+
+def test_a_rival_far_below_does_not_block():
+    # a different pose scoring under best - rival (0.1) is no rival
+    a, b = _cand(np.eye(4), 0.99), _cand(_turned(90), 0.7)
+    assert V.judge([a, b], MODEL, CENTRE, DIAGONAL).registered
+
+
+def test_too_few_inliers_or_correspondences_never_register():
+    assert not V.judge([_cand(np.eye(4), 0.99, inliers=10)], MODEL, CENTRE, DIAGONAL).registered
+    assert not V.judge([_cand(np.eye(4), 0.99, corr=2)], MODEL, CENTRE, DIAGONAL).registered
+    assert not V.judge([], MODEL, CENTRE, DIAGONAL).registered
+
+
+def test_pose_distance():
+    deg, shift = V.pose_distance(np.eye(4), _turned(30), np.array([1.0, 0, 0]))
+    assert deg == pytest.approx(30.0)
+    assert shift == pytest.approx(2 * np.sin(np.radians(15)))
+
+
+def test_shipped_model_is_fitted_and_complete():
+    """The shipped verdict model scores every feature the search measures, was fitted (not
+    the bootstrap), and both kinds load."""
+    auto = V.load_verdict_model("auto")
+    classical = V.load_verdict_model("classical")
+    assert set(auto.features) <= set(V.FEATURES) and "probe_margin" in auto.features
+    assert set(classical.features) <= set(V.FEATURES) and "agreement" not in classical.features
+    assert auto.version.startswith("verdict-set") and 0.3 <= auto.threshold < 1.0
+    assert auto.trees is not None or np.abs(auto.weights).sum() > 0
+    assert np.all(auto.scale > 0)
+
+
+def _surface(rng, n, box_only):
+    """Points on a box's surface (symmetric), or the box with two bumps of different sizes on
+    two faces (no symmetry); metres, about 1 m across."""
+    pts = rng.uniform(-0.5, 0.5, (n, 3)) * [1.0, 0.7, 0.4]
+    face = rng.integers(3, size=n)
+    side = rng.choice([-1.0, 1.0], size=n)
+    half = np.array([0.5, 0.35, 0.2])
+    pts[np.arange(n), face] = side * half[face]
+    if not box_only:
+        for centre, radius in (([0.5, 0.2, 0.0], 0.25), ([-0.2, 0.35, 0.1], 0.12)):
+            bump = rng.normal(size=(n // 3, 3))
+            bump = bump / np.linalg.norm(bump, axis=1, keepdims=True) * radius + centre
+            pts = np.vstack([pts, bump])
+    return pts
+
+
+@pytest.mark.parametrize(("box_only", "symmetric"), [(True, True), (False, False)])
+def test_symmetry_probe_finds_the_other_pose_of_a_symmetric_scan(rng, box_only, symmetric):
+    """A box fits as well turned 180 deg about its axes (margin near 1, the other pose
+    returned); the box with two unequal bumps does not (margin well below 1)."""
+    from pcreg.baselines.icp import downsample_with_normals
+
+    pts = _surface(rng, 20000, box_only)
+    voxel = 0.02
+    src, ref = downsample_with_normals(pts, voxel), downsample_with_normals(pts, voxel)
+    diagonal = float(np.linalg.norm(np.ptp(pts, axis=0)))
+    margin, pose = V.symmetry_probe(src, ref, np.eye(4), voxel, pts.mean(axis=0), diagonal)
+    if symmetric:
+        assert margin > 0.9 and pose is not None
+        deg, _ = V.pose_distance(pose, np.eye(4), pts.mean(axis=0))
+        assert deg > 80  # a turn of the box, not the estimate again
+    else:
+        assert margin < 0.75, margin
+
+
+def test_a_probe_margin_over_the_model_s_makes_the_pair_ambiguous():
+    model = V.VerdictModel(**{**MODEL.__dict__, "probe": 0.9})
+    cand = _cand(np.eye(4), 0.99)
+    other = _turned(180)
+    cand.features["probe_margin"] = 0.95
+    cand.result.verification = Verification(500, 1000, 0.075, 0.99, 0.2, probe_margin=0.95,
+                                            probe_pose=other)  # fmt: skip
+    out = V.judge([cand], model, CENTRE, DIAGONAL)
+    assert not out.registered and out.reason.startswith("ambiguous: a pose 180.0 deg")
+    assert np.allclose(out.rival_transform, other)
+    cand.score, cand.features["probe_margin"] = 0.0, 0.85
+    assert V.judge([cand], model, CENTRE, DIAGONAL).registered
