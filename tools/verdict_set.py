@@ -113,7 +113,17 @@ def _init() -> None:
 
 
 def load(out: Path) -> list[dict]:
-    return [json.loads(line) for line in (out / "cases.jsonl").read_text().splitlines() if line]
+    """The cases of ``out/cases.jsonl`` (a line cut short by an interrupted build is left
+    out, and counted)."""
+    recs, bad = [], 0
+    for line in (out / "cases.jsonl").read_text().splitlines():
+        try:
+            recs.append(json.loads(line))
+        except json.JSONDecodeError:
+            bad += 1
+    if bad:
+        print(f"{bad} unreadable lines left out")
+    return recs
 
 
 USED = FEATURES  # set by --drop
@@ -275,11 +285,18 @@ def fit(args) -> None:
                 rows = {t: r for t, r in rows.items() if r is not None}
                 if not rows:
                     continue
-                reach = [t for t, r in rows.items() if 1 - r[2] / max(r[1], 1) >= args.precision]
+                reach = [t for t, r in rows.items()
+                         if r[1] and 1 - r[2] / r[1] >= args.precision]  # fmt: skip
                 if args.cost is not None:  # the utility rule alone, for every family
                     reach = []
-                if reach:  # the lowest threshold that reaches the target: the most recall
+                floor_ok = args.recall_floor is None or (
+                    reach and rows[min(reach)][4] >= args.recall_floor * max(rows[min(reach)][3], 1)
+                )
+                if reach and floor_ok:  # the lowest threshold reaching the target: most recall
                     thresholds[fam] = min(reach)
+                elif args.recall_floor is not None:  # the most precise keeping that recall
+                    keep = [t for t, r in rows.items() if r[4] >= args.recall_floor * max(r[3], 1)]
+                    thresholds[fam] = max(keep) if keep else min(rows)
                 else:  # "one confident wrong answer costs more than ten honest refusals"
                     cost = 10.0 if args.cost is None else args.cost
                     thresholds[fam] = max(rows, key=lambda t: (rows[t][4] - cost * rows[t][2], t))
@@ -418,6 +435,10 @@ def main() -> None:
     f.add_argument("--write", action="store_true")
     f.add_argument("--model", choices=("lr", "gbm"), default="gbm")
     f.add_argument("--drop", default="", help="comma-separated measurements left out")
+    f.add_argument("--recall-floor", type=float, default=None,
+                   help="where a family cannot reach --precision: its most precise threshold "
+                   "that keeps this share of the solvable cases registered (default: the cost "
+                   "rule)")  # fmt: skip
     f.add_argument("--cost", type=float, default=None,
                    help="choose every family's threshold by right accepts - COST x wrong "
                    "accepts (default: the lowest reaching --precision, that rule with cost 10 "
