@@ -79,11 +79,14 @@ def test_register_human_output_names_model_choice(capsys, pair_files, tiny_check
     argv = ["register", str(d / "src.ply"), str(d / "ref.ply"), "--model", str(tiny_checkpoint)]
     assert main([*argv, "--method", "geotransformer"]) == 3
     captured = capsys.readouterr()
-    assert "registered: NO (the network's correspondences do not support" in captured.out
+    assert "registered: NO (no estimate is trustworthy" in captured.out
     assert captured.err.count("\n") == 1 and "not registered" in captured.err
-    # the default (auto) falls back to FPFH + RANSAC, and says so
-    assert main(argv) == 0
-    assert "method: fpfh-ransac (model " in capsys.readouterr().out
+    # the default (auto) falls back to FPFH + RANSAC and says so; with only a random network
+    # to vouch for that pose, the verdict may refuse it (exit 3), never register another
+    code = main(argv)
+    out = capsys.readouterr().out
+    assert "method: fpfh-ransac (model " in out
+    assert code == 0 or "registered: NO (no estimate is trustworthy" in out
 
 
 def test_view_render(tmp_path, pair_files):

@@ -333,14 +333,14 @@ def fit(args) -> None:
     (out / "report.md").write_text(report)
     _write_table(out, recs)
     if args.write:
-        classical = _fit_classical(fit_recs, args.precision)
+        classical = _fit_classical(fit_recs, args.precision, args.recall_floor)
         path = REPO / "pcreg" / "weights" / "verdict.json"
         path.write_text(json.dumps({"auto": model.to_dict(), "classical": classical.to_dict()},
                                    indent=1) + "\n")  # fmt: skip
         print(f"wrote {path}")
 
 
-def _fit_classical(fit_recs, precision) -> VerdictModel:
+def _fit_classical(fit_recs, precision, recall_floor=None) -> VerdictModel:
     """The model for ``method="fpfh-ransac"`` alone: FPFH + RANSAC's candidates, scored
     without the network (no agreement, no hypothesis margin), threshold at the precision
     target on out-of-fold scores."""
@@ -363,12 +363,18 @@ def _fit_classical(fit_recs, precision) -> VerdictModel:
         oof[te] = _scores(x[te], *_fit_lr(x[tr], y[tr]))
     grid = np.arange(0.3, 0.995, 0.01)
     reach = [t for t in grid if (oof >= t).sum() and y[oof >= t].mean() >= precision]
-    # the lowest threshold reaching the target; where none does, right accepts - 10 x wrong
-    threshold = (
-        float(min(reach))
-        if reach
-        else float(max(grid, key=lambda t: ((oof >= t) & y).sum() - 10 * ((oof >= t) & ~y).sum()))
-    )
+
+    def recall(t):
+        return ((oof >= t) & y).sum() / max(y.sum(), 1)
+
+    if reach and (recall_floor is None or recall(min(reach)) >= recall_floor):
+        threshold = float(min(reach))  # the lowest threshold reaching the target
+    elif recall_floor is not None:  # the most precise keeping that recall
+        threshold = float(max([t for t in grid if recall(t) >= recall_floor], default=grid[0]))
+    else:  # right accepts - 10 x wrong accepts
+        threshold = float(
+            max(grid, key=lambda t: ((oof >= t) & y).sum() - 10 * ((oof >= t) & ~y).sum())
+        )
     mean, scale, w, b, trees = _fit_lr(x, y)
     acc = oof >= threshold
     precision_oof = y[acc].mean() if acc.sum() else float("nan")
