@@ -291,3 +291,19 @@ def test_invalid_points_are_dropped_and_counted_in_json(tmp_path, capsys, room_p
     result = pcreg.register(path, tmp_path / "ref.ply", method="fpfh-ransac")
     assert result.dropped_invalid == (700, 0)
     assert pcreg.register(src, ref, method="fpfh-ransac").dropped_invalid == (0, 0)
+
+
+@pytest.mark.parametrize("target", ["src", "ref", "gt"])
+def test_an_output_never_replaces_an_input_even_with_force(capsys, tmp_path, pair_files, target):
+    """``--out`` naming the source, the reference or the ``--gt`` file (by its own name or a
+    link to it) is refused before any work, with ``--force`` too; the input is unchanged."""
+    d = pair_files
+    files = {"src": d / "src.ply", "ref": d / "ref.ply", "gt": d / "gt.txt"}
+    before = files[target].read_bytes()
+    argv = ["register", str(files["src"]), str(files["ref"]), "--gt", str(files["gt"]),
+            "--method", "fpfh-ransac", "--force"]  # fmt: skip
+    _fail(capsys, [*argv, "--out", str(files[target])], "is an input of this command")
+    alias = tmp_path / f"{target}-hardlink"
+    os.link(files[target], alias)  # the same file under another name
+    _fail(capsys, [*argv, "--render", str(alias)], "is an input of this command")
+    assert files[target].read_bytes() == before

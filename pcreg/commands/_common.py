@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -102,9 +103,32 @@ def nan_policy(args: argparse.Namespace) -> str:
     return "error" if getattr(args, "strict_input", False) else "drop"
 
 
-def check_outputs(paths: list[Path | None], force: bool) -> None:
-    """Fail before any work on an output path named twice, an existing output (without
-    ``force``), a symbolic link or other non-regular file there, or an unwritable one."""
+def check_outputs(
+    paths: list[Path | None], force: bool, inputs: Sequence[Path | str | None] = ()
+) -> None:
+    """Fail before any work on an output path named twice, an output that is one of the
+    command's ``inputs`` (by path or by file: never replaced, even with ``force``), an
+    existing output (without ``force``), a symbolic link or other non-regular file there, or
+    an unwritable one."""
+    sources: dict[object, str] = {}
+    for given in inputs:
+        if given is None:
+            continue
+        sources[_resolved(Path(given))] = str(given)
+        with contextlib.suppress(OSError):
+            st = os.stat(given)
+            sources[(st.st_dev, st.st_ino)] = str(given)
+    for path in paths:
+        if path is None:
+            continue
+        keys: list[object] = [_resolved(path)]
+        with contextlib.suppress(OSError):
+            st = os.stat(path)
+            keys.append((st.st_dev, st.st_ino))
+        for key in keys:
+            if key in sources:
+                raise InputError(path, f"is an input of this command ({sources[key]}); an "
+                                 "output never replaces an input, even with --force")  # fmt: skip
     seen: dict[object, Path] = {}
     for path in paths:
         if path is None:

@@ -110,7 +110,9 @@ def run(args: argparse.Namespace) -> int:
     from pcreg.api import register_points
     from pcreg.io import read_points, read_transform, write_transform
 
-    check_outputs([args.out, args.render, args.report], args.force)
+    model_file = args.model if args.model and Path(args.model).is_file() else None
+    check_outputs([args.out, args.render, args.report], args.force,
+                  inputs=[args.src, args.ref, args.gt, model_file])  # fmt: skip
     if args.show:  # before the registration: a window that cannot open fails in milliseconds
         from pcreg.viz.interactive import check_display
 

@@ -39,7 +39,8 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     from pcreg.io import read_points, read_transform
 
-    check_outputs([args.render, args.report], args.force)
+    check_outputs([args.render, args.report], args.force,
+                  inputs=[args.src, args.ref, args.transform])  # fmt: skip
     if args.render is None and args.report is None:  # the window: refused before any reading
         from pcreg.viz.interactive import check_display
 
