@@ -79,7 +79,7 @@ def read_manifest(path: str | os.PathLike[str]) -> list[ManifestPair]:
         raise MissingFileError(path, "manifest not found")
     base = path.resolve().parent
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # a spreadsheet's byte-order mark: dropped
     except UnicodeDecodeError:
         raise InputError(path, "is not UTF-8 text") from None
     if path.suffix.lower() == ".csv":

@@ -220,3 +220,14 @@ def test_3dmatch_metadata_without_fragments_is_refused(tmp_path, capsys):
         "ROOT/sequences/NN/velodyne)"
     )
     assert not out.exists()
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".jsonl"])
+def test_a_manifest_saved_with_a_byte_order_mark_is_read(tmp_path, suffix):
+    """Spreadsheets save CSV as UTF-8 with a BOM: the first column is still 'src'."""
+    text = ("src,ref\na.ply,b.ply\n" if suffix == ".csv"
+            else json.dumps({"src": "a.ply", "ref": "b.ply"}) + "\n")  # fmt: skip
+    path = tmp_path / f"m{suffix}"
+    path.write_bytes(b"\xef\xbb\xbf" + text.encode())
+    pairs = read_manifest(path)
+    assert [(p.src, p.ref) for p in pairs] == [(str(tmp_path / "a.ply"), str(tmp_path / "b.ply"))]
