@@ -53,8 +53,15 @@ def as_points(cloud: Any, name: str, infos: list | None = None) -> np.ndarray:
         return points
     if infos is not None:
         infos.append(None)
+    from pcreg.errors import InputError
+
     if type(cloud).__module__.startswith("torch"):  # a tensor (torch imported lazily)
-        cloud = cloud.detach().cpu().numpy()
+        if cloud.device.type == "meta":
+            raise InputError(name, "is a tensor on the 'meta' device: it holds no values")
+        if cloud.is_complex():
+            raise InputError(name, f"is a complex tensor ({cloud.dtype}); coordinates are real")
+        # bfloat16 / float16 have no numpy twin: widened to float64 first
+        cloud = cloud.detach().to("cpu").double().numpy()
     elif hasattr(cloud, "points") and not isinstance(cloud, np.ndarray):  # open3d PointCloud
         return validate_points(np.asarray(cloud.points), name)
     if isinstance(cloud, np.ndarray):  # (N, >3): the first 3 columns, noted at INFO

@@ -188,3 +188,18 @@ def test_networks_are_cached_by_the_checkpoint_file_not_its_name(
     os.utime(tmp_path / "b" / "tiny.pt", ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
     assert api._network("tiny.pt", "cpu") is not other  # rewritten: loaded anew
     assert api._network("indoor", "cpu") is api._network("indoor", "cpu")
+
+
+def test_tensors_on_the_meta_device_or_in_bfloat16_are_handled(rng):
+    """A meta tensor has no values: one clean error; bfloat16 (no numpy twin) is widened."""
+    import torch
+
+    from pcreg.api import as_points
+    from pcreg.errors import InputError
+
+    with pytest.raises(InputError, match="'meta' device"):
+        as_points(torch.empty(500, 3, device="meta"), "src")
+    pts = rng.uniform(-2, 2, (500, 3))
+    got = as_points(torch.tensor(pts, dtype=torch.bfloat16), "src")
+    assert got.dtype == np.float64 and got.shape == (500, 3)
+    assert np.allclose(got, pts, atol=0.02)  # bfloat16 keeps ~3 significant digits

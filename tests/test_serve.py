@@ -203,3 +203,12 @@ def test_a_killed_client_stops_its_request_and_nothing_is_written(server, shared
     assert proc.poll() is None  # still serving
     again = _pcreg(["register", "nope.ply", "x.ply"], env, tmp_path, sock)
     assert again.returncode == 2 and "nope.ply" in again.stderr
+
+
+@pytest.mark.parametrize("value", ["nan", "-1"])
+def test_a_bad_idle_timeout_is_one_clean_line(capsys, value) -> None:
+    from pcreg.cli import main
+
+    assert main(["serve", "--idle-timeout", value]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("pcreg: error: --idle-timeout: must be >= 0 seconds")

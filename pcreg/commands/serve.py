@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     from pcreg.errors import InputError
 
     path = args.socket or socket_path()
-    if args.idle_timeout < 0:
+    if not args.idle_timeout >= 0:  # NaN fails the comparison too
         raise InputError("--idle-timeout", f"must be >= 0 seconds, got {args.idle_timeout}")
     _check_free(path)
     _warm([m for m in args.preload.split(",") if m.strip()])  # before listening: warm at once

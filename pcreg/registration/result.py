@@ -146,9 +146,13 @@ class RegistrationResult:
         """RRE (deg), RTE (m), the inlier ratio of the correspondences under the truth (within
         :attr:`inlier_radius`), and with ``src_points`` the RMSE (m) between the source moved
         by the estimate and by the truth."""
+        from pcreg.errors import InputError
         from pcreg.geometry import pose_errors
 
         gt = np.asarray(gt_transform, np.float64)
+        if gt.shape != (4, 4) or not np.isfinite(gt).all():
+            raise InputError("gt_transform", f"must be a finite (4, 4) T_ref_src, got shape "
+                             f"{gt.shape}")  # fmt: skip
         out = pose_errors(self.transform, gt, src_points)
         out["inlier_ratio"] = 0.0
         if self.num_correspondences:

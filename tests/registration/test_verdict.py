@@ -153,3 +153,12 @@ def test_a_probe_margin_over_the_model_s_makes_the_pair_ambiguous():
     assert np.allclose(out.rival_transform, other)
     cand.score, cand.features["probe_margin"] = 0.0, 0.85
     assert V.judge([cand], model, CENTRE, DIAGONAL).registered
+
+
+def test_errors_against_a_matrix_that_is_not_a_pose_is_a_clean_input_error():
+    from pcreg.errors import InputError
+
+    result = _cand(np.eye(4), 0.9).result
+    with pytest.raises(InputError, match=r"finite \(4, 4\) T_ref_src, got shape \(3, 3\)"):
+        result.errors(np.eye(3))
+    assert result.errors(np.eye(4))["rre_deg"] == pytest.approx(0.0)
