@@ -27,5 +27,5 @@ def add_hydra_subcommand(
         nargs=argparse.REMAINDER if remainder else "*",
         help="Hydra overrides key=value",
     )
-    cmd.set_defaults(func=func)
+    cmd.set_defaults(func=func, parser=cmd)
     return cmd

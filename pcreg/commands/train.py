@@ -95,6 +95,9 @@ def run_detr(args: argparse.Namespace) -> int:
 
     if args.action == "predict":
         return run_detr_predict(args.overrides)
+    if any(a in ("-h", "--help") for a in args.overrides):  # the remainder took the flag
+        args.parser.print_help()
+        return 0
     cfg = from_dict(DetrExperimentConfig, compose("detr", args.overrides))
     if args.action == "evaluate":
         _print_json(evaluate_detr(cfg))
