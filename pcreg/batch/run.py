@@ -20,7 +20,13 @@ from tqdm.auto import tqdm
 from pcreg._fs import atomic_output
 from pcreg.batch.manifest import ManifestPair
 from pcreg.batch.results import ResultsLog, summarise
-from pcreg.batch.runner import BatchOptions, RayRunner, failed_row, results_dir
+from pcreg.batch.runner import (
+    BatchOptions,
+    RayRunner,
+    check_cluster_arguments,
+    failed_row,
+    results_dir,
+)
 
 __all__ = ["run_batch"]
 
@@ -44,6 +50,7 @@ def run_batch(
     import ray
 
     options.pipeline()  # its arguments are checked here, before any cluster starts
+    check_cluster_arguments(address, workers)  # and before anything is created
     out = results_dir(out)
     if overwrite:
         for name in ("results.jsonl", "summary.json"):

@@ -38,7 +38,13 @@ if TYPE_CHECKING:
     from pcreg.registration.pipeline import Registration
     from pcreg.registration.result import RegistrationResult
 
-__all__ = ["BatchOptions", "RayRunner", "largest_first", "threads_per_cpu"]
+__all__ = [
+    "BatchOptions",
+    "RayRunner",
+    "check_cluster_arguments",
+    "largest_first",
+    "threads_per_cpu",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -362,6 +368,16 @@ def results_dir(out: str | os.PathLike[str]) -> Path:
     except OSError as err:
         raise InputError(out, f"cannot create the results directory ({err.strerror})") from None
     return out
+
+
+def check_cluster_arguments(address: str | None, workers: int | None) -> None:
+    """Refuse ``workers`` under 1 and a ``host:port`` ``address`` (or ``RAY_ADDRESS``) that
+    nothing answers at, before a caller creates anything."""
+    if workers is not None and workers < 1:
+        raise InputError("workers", f"must be at least 1, got {workers}")
+    address = address or os.environ.get("RAY_ADDRESS") or None
+    if address:
+        _check_reachable(address)
 
 
 def _check_reachable(address: str, timeout: float = 5.0) -> None:

@@ -231,3 +231,19 @@ def test_a_manifest_saved_with_a_byte_order_mark_is_read(tmp_path, suffix):
     path.write_bytes(b"\xef\xbb\xbf" + text.encode())
     pairs = read_manifest(path)
     assert [(p.src, p.ref) for p in pairs] == [(str(tmp_path / "a.ply"), str(tmp_path / "b.ply"))]
+
+
+@pytest.mark.parametrize(
+    ("extra", "words"),
+    [(["--workers", "0"], "must be at least 1"), (["--address", "127.0.0.1:9"], "no Ray cluster")],
+)
+def test_argument_errors_create_nothing(tmp_path, capsys, extra, words):
+    """A bad --workers or an --address nothing answers at: one clean line, exit 2, and the
+    output directory is not created."""
+    from pcreg.cli import main
+
+    (tmp_path / "m.csv").write_text("src,ref\na.ply,b.ply\n")
+    out = tmp_path / "out"
+    code = main(["batch", str(tmp_path / "m.csv"), "--out", str(out), *extra])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and words in err[-1] and not out.exists(), err
