@@ -450,3 +450,26 @@ def test_pcd_fields_by_name_with_counts_and_padding(tmp_path, data):
         body = table.tobytes()
     (tmp_path / "c.pcd").write_bytes(header + body)
     np.testing.assert_array_equal(io.read_points(tmp_path / "c.pcd"), xyz)
+
+
+def test_a_las_header_claiming_more_points_than_the_file_holds_is_refused_fast(tmp_path):
+    """A header declaring 2^32 - 1 points in a file of a few hundred bytes: refused from the
+    file's size, before laspy allocates anything (it used to try over 8 GB)."""
+    import struct
+    import time
+
+    laspy = pytest.importorskip("laspy")
+    from pcreg.errors import CorruptFileError
+    from pcreg.io import read_points
+
+    las = laspy.create(point_format=0, file_version="1.2")
+    las.x, las.y, las.z = np.arange(10.0), np.arange(10.0), np.arange(10.0)
+    path = tmp_path / "big.las"
+    las.write(path)
+    raw = bytearray(path.read_bytes())
+    raw[107:111] = struct.pack("<I", 2**32 - 1)  # legacy point count of a 1.2 header
+    path.write_bytes(bytes(raw))
+    start = time.perf_counter()
+    with pytest.raises(CorruptFileError, match="declares 4294967295 points"):
+        read_points(path)
+    assert time.perf_counter() - start < 2.0

@@ -67,6 +67,7 @@ def read_las(path: Path) -> RawCloud:
                             path, f"LAS header {axis} scale is 0: every {axis} would be the offset"
                         )
                 declared = int(header.point_count)
+                _check_size(path, header, declared)
                 data = reader.read()
             xyz = np.stack([np.asarray(data.x), np.asarray(data.y), np.asarray(data.z)], axis=1)
         except CorruptFileError:
@@ -82,3 +83,31 @@ def read_las(path: Path) -> RawCloud:
             f"truncated or corrupt{note}",
         )
     return RawCloud(xyz.astype(np.float64, copy=False))
+
+
+#: a LAZ file holds at most this many times its size in uncompressed point records (LASzip
+#: reaches 5-15x on real scans; a header claiming more is refused before any allocation)
+LAZ_RATIO_MAX = 50
+
+
+def _check_size(path: Path, header, declared: int) -> None:
+    """Refuse a header whose point count the file cannot hold: a LAS file must contain
+    ``count x record size`` bytes after the header, a LAZ file at most
+    :data:`LAZ_RATIO_MAX` x its size. Before any allocation: a 404-byte file declaring 2^32
+    points asked for over 8 GB."""
+    size = Path(path).stat().st_size
+    record = int(header.point_format.size)
+    need = declared * record
+    if getattr(header, "are_points_compressed", False):
+        if need > LAZ_RATIO_MAX * size:
+            raise CorruptFileError(
+                path, f"LAZ header declares {declared} points ({need / 2**30:.1f} GiB of "
+                f"records) in a {size}-byte file: corrupt"
+            )  # fmt: skip
+        return
+    start = int(getattr(header, "offset_to_point_data", 0))
+    if start + need > size:
+        raise CorruptFileError(
+            path, f"LAS header declares {declared} points ({need} bytes from byte {start}) "
+            f"but the file has {size} bytes: truncated or corrupt"
+        )  # fmt: skip
