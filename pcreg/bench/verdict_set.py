@@ -167,17 +167,8 @@ def _room_cases(index: int, rng, pairs_per_scene: int) -> Iterator[VerdictCase]:
     from pcreg.data.synthetic.pairs import indoor_pairs
 
     seed = ROOM_SEED + index
-    pairs = indoor_pairs(seed, min_overlap=0.1)
-    other = indoor_pairs(seed + 10_000, min_overlap=0.1)
-    if not pairs:
-        return
-    pick = rng.choice(len(pairs), min(pairs_per_scene, len(pairs)), replace=False)
-    for i in pick:
-        p = pairs[int(i)]
-        alien = other[int(rng.integers(len(other)))].src.astype(np.float64) if other else None
-        yield from _variants("rooms", p.scene, f"{p.scene} {p.ref_id}<-{p.src_id}",
-                             p.src.astype(np.float64), p.ref.astype(np.float64), p.transform,
-                             rng, alien, False)  # fmt: skip
+    pairs, other = indoor_pairs(seed, min_overlap=0.1), indoor_pairs(seed + 10_000, min_overlap=0.1)
+    yield from _scene_cases("rooms", pairs, other, rng, pairs_per_scene)
 
 
 def _object_cases(index: int, rng, pairs_per_scene: int) -> Iterator[VerdictCase]:
@@ -185,20 +176,25 @@ def _object_cases(index: int, rng, pairs_per_scene: int) -> Iterator[VerdictCase
 
     seed = OBJECT_SEED + index
     symmetric = index % 5 == 4
-    pairs = object_pairs(seed, symmetric=symmetric)
-    other = object_pairs(seed + 10_000)
+    pairs, other = object_pairs(seed, symmetric=symmetric), object_pairs(seed + 10_000)
+    for case in _scene_cases("objects", pairs, other, rng, pairs_per_scene):
+        if symmetric and case.cls == "pair":
+            case.cls = "symmetric"
+        yield case
+
+
+def _scene_cases(family, pairs, other, rng, pairs_per_scene) -> Iterator[VerdictCase]:
+    """The classes of up to ``pairs_per_scene`` of one scene's ``pairs`` (chosen at random),
+    each unrelated case against a scan of ``other`` (another scene of the family)."""
     if not pairs:
         return
     pick = rng.choice(len(pairs), min(pairs_per_scene, len(pairs)), replace=False)
     for i in pick:
         p = pairs[int(i)]
         alien = other[int(rng.integers(len(other)))].src.astype(np.float64) if other else None
-        for case in _variants("objects", p.scene, f"{p.scene} {p.ref_id}<-{p.src_id}",
-                              p.src.astype(np.float64), p.ref.astype(np.float64), p.transform,
-                              rng, alien, False):  # fmt: skip
-            if symmetric and case.cls == "pair":
-                case.cls = "symmetric"
-            yield case
+        yield from _variants(family, p.scene, f"{p.scene} {p.ref_id}<-{p.src_id}",
+                             p.src.astype(np.float64), p.ref.astype(np.float64), p.transform,
+                             rng, alien, False)  # fmt: skip
 
 
 def _street_cases(index: int, rng, pairs_per_scene: int) -> Iterator[VerdictCase]:

@@ -143,3 +143,20 @@ def organized_zeros(xyz: np.ndarray, height: int, width: int) -> np.ndarray | No
         return None
     zero = (xyz == 0).all(axis=1)
     return zero if zero.any() else None
+
+
+def check_index(path, index: int, count: int, item: str, holder: str) -> None:
+    """Refuse ``index`` outside ``0 .. count - 1`` with one line: ``"{item} #{index} does not
+    exist: {holder} {count} {kind}s (#0 to #N, 0-based)"`` (``item`` e.g. ``"scan"``,
+    ``"message of /velodyne"``; ``holder`` e.g. ``"the file holds"``)."""
+    from pcreg.errors import InputError
+
+    if 0 <= index < count:
+        return
+    first, _, rest = item.partition(" ")
+    noun = first + ("" if count == 1 else "s")
+    raise InputError(
+        path,
+        f"{first} #{index}{' ' + rest if rest else ''} does not exist: {holder} {count} {noun} "
+        f"(#0 to #{count - 1}, 0-based)",
+    )

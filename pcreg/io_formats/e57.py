@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from pcreg.errors import CorruptFileError, InputError
-from pcreg.io_formats._common import RawCloud, _one_line
+from pcreg.io_formats._common import RawCloud, _one_line, check_index
 
 _CARTESIAN = ("cartesianX", "cartesianY", "cartesianZ")
 _SPHERICAL = ("sphericalRange", "sphericalAzimuth", "sphericalElevation")
@@ -50,13 +50,7 @@ def scan_index(path: Path, selector: str | None, count: int) -> int:
         raise InputError(
             path, f"'#{selector}' is not a scan index: address a scan as {name}#0 (0-based)"
         ) from None
-    if not 0 <= index < count:
-        raise InputError(
-            path,
-            f"scan #{index} does not exist: the file holds {count} scan"
-            + ("" if count == 1 else "s")
-            + f" (#0 to #{count - 1}, 0-based)",
-        )
+    check_index(path, index, count, "scan", "the file holds")
     return index
 
 

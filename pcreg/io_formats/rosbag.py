@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from pcreg.errors import CorruptFileError, InputError
-from pcreg.io_formats._common import _AXES, RawCloud, _one_line, organized_zeros
+from pcreg.io_formats._common import _AXES, RawCloud, _one_line, check_index, organized_zeros
 
 ROS_FORMATS = (".bag", ".db3", ".mcap")
 POINTCLOUD2 = "sensor_msgs/msg/PointCloud2"
@@ -112,13 +112,7 @@ def read_rosbag(path: Path, selector: str | None) -> RawCloud:
             where = f"PointCloud2 topics: {listed}" if clouds else _no_clouds(reader)
             raise InputError(path, f"topic {topic} {what} ({where})")
         count = clouds[topic]
-        if not 0 <= index < count:
-            raise InputError(
-                path,
-                f"message #{index} of {topic} does not exist: it holds {count} message"
-                + ("" if count == 1 else "s")
-                + f" (#0 to #{count - 1}, 0-based)",
-            )
+        check_index(path, index, count, f"message of {topic}", "it holds")
         connections = [c for c in reader.connections if c.topic == topic]
         try:
             for k, (connection, _, rawdata) in enumerate(reader.messages(connections)):
