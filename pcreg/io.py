@@ -81,6 +81,7 @@ from pcreg.io_formats import (
     read_rosbag,
     write_ply,
 )
+from pcreg.io_formats.arrays import read_kitti_bin, read_npy, read_npz, read_text
 
 __all__ = [
     "POINT_READ_FORMATS",
@@ -332,72 +333,6 @@ def _check_float32_precision(xyz: np.ndarray, source: PathLike) -> None:
         )
 
 
-def _read_npy(path: Path) -> np.ndarray:
-    try:
-        return np.load(path, allow_pickle=False)
-    except ValueError as exc:
-        raise CorruptFileError(path, f"not a plain numeric .npy array ({exc})") from exc
-    except Exception as exc:
-        raise CorruptFileError(path, f"cannot be read as .npy ({exc})") from exc
-
-
-def _read_npz(path: Path) -> np.ndarray:
-    try:
-        with np.load(path, allow_pickle=False) as archive:
-            keys = list(archive.keys())
-            for key in ("points", "xyz", "pos", "positions"):
-                if key in keys:
-                    return archive[key]
-            if len(keys) == 1:
-                return archive[keys[0]]
-    except Exception as exc:
-        raise CorruptFileError(path, f"cannot be read as .npz ({exc})") from exc
-    raise ShapeError(path, f"no 'points' array in the archive (keys: {', '.join(keys) or 'none'})")
-
-
-def _read_kitti_bin(path: Path) -> np.ndarray:
-    size = path.stat().st_size
-    if size == 0:
-        raise EmptyCloudError(path, "point cloud is empty (0 bytes)")
-    if size % 16:
-        raise CorruptFileError(
-            path,
-            f"size {size} bytes is not a multiple of 16: not a KITTI Velodyne scan "
-            "(float32 x, y, z, intensity records)",
-        )
-    return np.fromfile(path, dtype=np.float32).reshape(-1, 4)
-
-
-def _read_text(path: Path) -> np.ndarray:
-    try:
-        with open(path, encoding="utf-8") as handle:
-            lines = [ln for ln in handle if ln.strip() and not ln.lstrip().startswith("#")]
-    except UnicodeDecodeError as exc:
-        raise CorruptFileError(path, "not a text file (invalid UTF-8)") from exc
-    if not lines:
-        raise EmptyCloudError(path, "point cloud is empty (no data lines)")
-
-    def parse(line: str, lineno: int) -> list[float]:
-        # Commas and whitespace both separate values (.csv, .xyz and .txt alike).
-        try:
-            return [float(v) for v in line.replace(",", " ").split()]
-        except ValueError as exc:
-            raise CorruptFileError(path, f"line {lineno}: non-numeric value ({exc})") from exc
-
-    start = 0
-    try:
-        parse(lines[0], 1)
-    except CorruptFileError:
-        start = 1  # one header line (column names) is allowed
-    rows = [parse(line, i + 1) for i, line in enumerate(lines[start:], start=start)]
-    if not rows:
-        raise EmptyCloudError(path, "point cloud is empty (only a header line)")
-    widths = {len(r) for r in rows}
-    if len(widths) != 1:
-        raise CorruptFileError(path, f"rows have different numbers of columns: {sorted(widths)}")
-    return np.asarray(rows, dtype=np.float64)
-
-
 #: memory a read may take, by default (bytes); ``read_points(max_memory=...)`` changes it
 READ_MEMORY_CAP = 4 << 30
 #: peak memory of a read per byte of file: parsed text keeps its lines as Python objects
@@ -499,15 +434,15 @@ def read_points(
     elif suffix == ".pcd":
         raw = read_pcd(path)
     elif suffix == ".npy":
-        raw = RawCloud(_read_npy(path))
+        raw = RawCloud(read_npy(path))
     elif suffix == ".npz":
-        raw = RawCloud(_read_npz(path))
+        raw = RawCloud(read_npz(path))
     elif suffix == ".bin":
-        raw = RawCloud(_read_kitti_bin(path))
+        raw = RawCloud(read_kitti_bin(path))
     elif suffix in (".las", ".laz"):
         raw = read_las(path)
     else:
-        raw = RawCloud(_read_text(path))
+        raw = RawCloud(read_text(path))
     source = address if selector is not None else path
     xyz, dropped, marked = _validate(raw.xyz, source, nan_policy, raw.marked, raw.marked_what)
     if not return_info:

@@ -377,10 +377,12 @@ class Registration:
         ``classical`` one (no network to agree with) for FPFH + RANSAC's."""
         classical = plan.loaded is None
         features = candidate_features(result, margin, fpfh=classical, alone=classical)
-        dens = reading_densities(src, ref, plan, 1.0)
         features.update(object_reading=0.0, outdoor=float(plan.setting.name == "outdoor"),
-                        reading_rank=0.0, density_min=min(dens), density_max=max(dens))  # fmt: skip
+                        reading_rank=0.0)  # fmt: skip
         model = load_verdict_model("classical" if classical else "auto")
+        if {"density_min", "density_max"} & set(model.features):  # voxel counts: only if used
+            dens = reading_densities(src, ref, plan, 1.0)
+            features.update(density_min=min(dens), density_max=max(dens))
         centre = src.mean(axis=0) + origins[0]
         diagonal = scene_size(ref)
         result.verdict = judge([Candidate(result, features)], model, centre, diagonal)
