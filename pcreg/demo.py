@@ -218,10 +218,12 @@ def run_demo(
                 (result.src_corr_points, result.ref_corr_points),
                 gt=gt,
                 radius=radius,
+                unit=result.metres_per_unit,
             )
         ],
         title=f"{label}: {result.num_correspondences} correspondences",
-        legend=pair_legend("src.ply", "ref.ply") + correspondence_legend(radius, truth=True),
+        legend=pair_legend("src.ply", "ref.ply")
+        + correspondence_legend(radius, True, result.metres_per_unit),
         overwrite=force,
     )
     from pcreg.viz.report import result_facts, write_report
@@ -234,6 +236,7 @@ def run_demo(
         names=("src.ply", "ref.ply"),
         correspondences=(result.src_corr_points, result.ref_corr_points),
         radius=radius,
+        unit=result.metres_per_unit,
         gt=gt,
         facts={"pair": description, **result_facts(result, record)},
         title=f"{description}: {label}",

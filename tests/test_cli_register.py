@@ -18,7 +18,8 @@ JSON_KEYS = {
     "transform", "method", "model", "setting", "icp", "voxel_size_m", "num_correspondences",
     "time_s", "timings", "src", "ref", "rre_deg", "rte_m", "rmse_m", "inlier_ratio",
     "confidence", "fitness", "agreement", "hypothesis", "registered", "reason", "method_used",
-    "units", "scale", "score", "ambiguous_with", "readings", "estimates", "dropped_invalid",
+    "units", "object", "scale", "score", "ambiguous_with", "readings", "estimates",
+    "dropped_invalid",
 }  # fmt: skip
 
 

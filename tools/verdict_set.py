@@ -353,6 +353,7 @@ def _fit_classical(fit_recs, precision, recall_floor=None) -> VerdictModel:
         for c in r["candidates"]:
             # what --method fpfh-ransac sees: FPFH + RANSAC alone on the user's metres
             if (c["path"] == "fpfh-ransac" and c["units"] == "metres"
+                    and not c["features"].get("object_reading", 0)
                     and c["features"].get("reading_rank", 0) == 0):  # fmt: skip
                 x.append([float(c["features"].get(f, 0.0)) for f in names])
                 y.append(bool(c["right"]))

@@ -58,7 +58,8 @@ def add_method_arguments(
         "--voxel-size",
         type=float,
         default=None,
-        help="FPFH+RANSAC / ICP voxel in metres (default 0.05 indoor, 0.3 outdoor)",
+        help="FPFH+RANSAC / ICP voxel in metres (auto: of the clouds as scaled for the network; "
+        "default 0.05 indoor, 0.3 outdoor)",
     )
     cmd.add_argument("--device", default="cpu", help="cpu | cuda (the network)")
     add_input_arguments(cmd)

@@ -27,7 +27,10 @@ def add_parser(sub) -> None:
         "register",
         help="register SRC onto REF and print T_ref_src",
         description="Estimate the rigid transform T (4x4) with REF ≈ T @ SRC. Formats: .ply .pcd "
-        ".xyz .txt .npy .npz .bin (KITTI) .las .laz; coordinates in metres (georeferenced "
+        ".xyz .txt .npy .npz .bin (KITTI) .las .laz .e57 .bag, meshes. Coordinates in any "
+        "unit: --method auto reads metres, centimetres or millimetres from the clouds (--units "
+        "names it), the other methods take metres; the transform is in the input's units, "
+        "errors are printed in mm / cm / m, and --json's *_m keys hold metres (georeferenced "
         "offsets are fine). Exit codes: 0 registered, 2 bad input, 3 not registered (the reason "
         "is printed; --out, --render and --report are not written).",
     )
@@ -74,6 +77,8 @@ def add_parser(sub) -> None:
 
 def format_result(record: dict, auto: bool = False) -> str:
     """Human-readable summary of a ``--json`` record (``auto``: the model was chosen)."""
+    from pcreg.viz.style import format_length, units_text
+
     matrix = "\n".join("  " + " ".join(f"{v: .6f}" for v in row) for row in record["transform"])
     lines = [
         "registered: "
@@ -82,8 +87,9 @@ def format_result(record: dict, auto: bool = False) -> str:
         + (", chosen from the clouds' extent" if auto else "")
         + (", + ICP)" if record["icp"] else ")")
         + (
-            f", units read as {record['units']} (x{record['scale']:.4g})"
-            if record.get("units", "metres") != "metres"
+            ", units read as "
+            + units_text(record["units"], record.get("object", False), record["scale"])
+            if record.get("units", "metres") != "metres" or record.get("object")
             else ""
         ),
         f"T_ref_src =\n{matrix}",
@@ -91,9 +97,10 @@ def format_result(record: dict, auto: bool = False) -> str:
         f"{record['num_correspondences']} correspondences, {record['time_s']:.2f} s",
     ]
     if record.get("rre_deg") is not None:
-        lines.append(
-            f"vs ground truth: RRE {record['rre_deg']:.3f} deg, RTE {100 * record['rte_m']:.2f} "
-            f"cm, RMSE {100 * record['rmse_m']:.2f} cm, inlier ratio {record['inlier_ratio']:.3f}"
+        lines.append(  # the record's _m keys are metres, printed in a readable unit
+            f"vs ground truth: RRE {record['rre_deg']:.3f} deg, RTE "
+            f"{format_length(record['rte_m'], 4)}, RMSE {format_length(record['rmse_m'], 4)}, "
+            f"inlier ratio {record['inlier_ratio']:.3f}"
         )
     return "\n".join(lines)
 
@@ -152,11 +159,13 @@ def run(args: argparse.Namespace) -> int:
         logger.info("wrote %s", args.out)
     if args.render is not None:
         from pcreg.viz import save_alignment_png
-        from pcreg.viz.style import format_length
+        from pcreg.viz.style import format_length, units_text
 
         title = f"{args.src.name} -> {args.ref.name}: {result.method_used or result.method}"
         if gt is not None:
             title += f", RRE {record['rre_deg']:.2f} deg, RTE {format_length(record['rte_m'])}"
+        if result.units != "metres" or result.object:
+            title += f"; units: {units_text(result.units, result.object, result.scale)}"
         save_alignment_png(
             args.render,
             src,
@@ -166,6 +175,7 @@ def run(args: argparse.Namespace) -> int:
             correspondences=(result.src_corr_points, result.ref_corr_points),
             gt=gt,
             radius=result.inlier_radius,
+            unit=result.metres_per_unit,
             title=title,
             overwrite=args.force,
         )
@@ -181,6 +191,7 @@ def run(args: argparse.Namespace) -> int:
             names=(args.src.name, args.ref.name),
             correspondences=(result.src_corr_points, result.ref_corr_points),
             radius=result.inlier_radius,
+            unit=result.metres_per_unit,
             gt=gt,
             facts=result_facts(result, record),
             title=f"{args.src.name} -> {args.ref.name}",

@@ -108,21 +108,22 @@ def register_auto(
         except InputError as err:
             logger.info("units read as %s: %s", reading.units, err)
             errors.append(err)
-            tried.append({"units": reading.units, "scale": scale, "refused": str(err)})
+            tried.append({"units": reading.units, "object": reading.object, "scale": scale,
+                          "refused": str(err)})  # fmt: skip
             continue
         density = reading_densities(src, ref, plan, scale)
-        tried.append({"units": reading.units, "scale": scale, "model": plan.model,
-                      "density": [round(d, 4) for d in density]})  # fmt: skip
+        tried.append({"units": reading.units, "object": reading.object, "scale": scale,
+                      "model": plan.model, "density": [round(d, 4) for d in density]})  # fmt: skip
         s, r, o = plan.clean(src * scale, ref * scale, origins * scale)
-        steps = OBJECT_STEPS if reading.units == "object" else SCENE_STEPS
+        steps = OBJECT_STEPS if reading.object else SCENE_STEPS
         for step in steps:
             step_index += 1
             new = _attempt(pipe, plan, step, s, r, o, scale, start)
             for cand in new:
                 cand.step = step_index
-                cand.result.units = reading.units
+                cand.result.units, cand.result.object = reading.units, reading.object
                 cand.features.update(
-                    object_reading=float(reading.units == "object"),
+                    object_reading=float(reading.object),
                     outdoor=float(plan.setting.name == "outdoor"),
                     reading_rank=float(rank),
                     density_min=min(density),
@@ -215,10 +216,10 @@ def _by_sampling(reads: list[Reading], src: np.ndarray, ref: np.ndarray) -> Iter
         yield from reads
         return
     plausible = [r for r in reads if not sparse(r)]
-    exact = [r for r in plausible if r.units != "object"]
+    exact = [r for r in plausible if not r.object]
     deferred = []
     for reading in reads:
-        if reading.units == "object" and any(
+        if reading.object and any(
             max(r.scale, reading.scale) > OBJECT_APART * min(r.scale, reading.scale) for r in exact
         ):  # a scan that is plausible in an exact unit is not an object far from it
             logger.info("units: not read as an object (x%.4g): plausible in %s",

@@ -62,10 +62,12 @@ class RegistrationResult:
             (the classical pipeline), or ``"fpfh-ransac+geotransformer"`` (the network run
             from the classical estimate); otherwise the method itself (set at construction
             when not given).
-        units, scale: the reading of the input's unit (``"metres"``, ``"millimetres"``,
-            ``"centimetres"``, ``"object"``) and the factor the clouds were multiplied by
-            for the network (:mod:`pcreg.registration.scale`); the transform, points and
-            ``voxel_size`` are in the input's units.
+        units, object, scale: the unit the input was read in (``"metres"``,
+            ``"millimetres"``, ``"centimetres"``), whether it was registered as an object
+            scaled up for the network, and the factor the clouds were multiplied by for the
+            network (:mod:`pcreg.registration.scale`); the transform, points and
+            ``voxel_size`` are in the input's units, and :meth:`errors` and the ``_m`` keys of
+            :meth:`to_dict` in metres (converted by :attr:`metres_per_unit`).
         rejected: why an estimate the verifier accepted is still not registered (``--strict``:
             the other path registered a different transform).
         hypothesis: the orientation hypothesis that won (``"identity"``, ``"cube 5"``, ...;
@@ -90,6 +92,7 @@ class RegistrationResult:
     method_used: str = ""
     units: str = "metres"
     scale: float = 1.0
+    object: bool = False
     rejected: str = ""
     verdict: Verdict | None = field(default=None, repr=False)
     readings: list[dict[str, Any]] = field(default_factory=list)
@@ -137,15 +140,25 @@ class RegistrationResult:
         return ""
 
     @property
+    def metres_per_unit(self) -> float:
+        """Metres per input unit under the reading of :attr:`units` (0.001 for millimetres)."""
+        from pcreg.registration.scale import METRES_PER_UNIT
+
+        return METRES_PER_UNIT.get(self.units, 1.0)
+
+    @property
     def inlier_radius(self) -> float:
         """The protocol's inlier radius of this result's setting, in the input's units
         (metres, divided by :attr:`scale`)."""
         return SETTINGS[self.setting].inlier_radius / self.scale
 
     def errors(self, gt_transform: np.ndarray, src_points: np.ndarray | None = None) -> dict:
-        """RRE (deg), RTE (m), the inlier ratio of the correspondences under the truth (within
-        :attr:`inlier_radius`), and with ``src_points`` the RMSE (m) between the source moved
-        by the estimate and by the truth."""
+        """RRE (deg), RTE (metres), the inlier ratio of the correspondences under the truth
+        (within :attr:`inlier_radius`), and with ``src_points`` the RMSE (metres) between the
+        source moved by the estimate and by the truth. ``gt_transform`` and ``src_points`` are
+        in the input's units; ``rte_m`` and ``rmse_m`` are converted to metres by the unit the
+        input was read in (:attr:`units`: a bunny in millimetres with a 0.87 mm error gives
+        ``rte_m`` 0.00087)."""
         from pcreg.errors import InputError
         from pcreg.geometry import pose_errors
 
@@ -154,6 +167,9 @@ class RegistrationResult:
             raise InputError("gt_transform", f"must be a finite (4, 4) T_ref_src, got shape "
                              f"{gt.shape}")  # fmt: skip
         out = pose_errors(self.transform, gt, src_points)
+        for key in ("rte_m", "rmse_m"):
+            if out.get(key) is not None:
+                out[key] = float(out[key]) * self.metres_per_unit
         out["inlier_ratio"] = 0.0
         if self.num_correspondences:
             moved = self.src_corr_points @ gt[:3, :3].T + gt[:3, 3]
@@ -162,7 +178,8 @@ class RegistrationResult:
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready summary (the ``pcreg register --json`` keys, without ground truth)."""
+        """JSON-ready summary (the ``pcreg register --json`` keys, without ground truth):
+        ``transform`` in the input's units (``units``), keys ending in ``_m`` in metres."""
         return {
             "registered": self.registered,
             "reason": self.reason,
@@ -170,11 +187,12 @@ class RegistrationResult:
             "method": self.method,
             "method_used": self.method_used or self.method,
             "units": self.units,
+            "object": self.object,
             "scale": self.scale,
             "model": self.model,
             "setting": self.setting,
             "icp": self.icp,
-            "voxel_size_m": self.voxel_size,
+            "voxel_size_m": self.voxel_size * self.metres_per_unit,
             "num_correspondences": self.num_correspondences,
             "confidence": self.confidence,
             "fitness": self.fitness,

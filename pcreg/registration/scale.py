@@ -20,11 +20,14 @@ proposes the readings that put the pair in a band a network was trained on, most
   pyramid has the size of a 3DMatch fragment's (7,800 vs 8,300 points), and at 2.5 m too few
   superpoints remain for some views.
 
-The pipeline tries them in order and keeps the first estimate its verifier accepts
-(:mod:`pcreg.registration.verify`), else the best-supported one; ``--json`` reports the reading
-that registered (``units``) and the factor (``scale``). The reading is a scale the network
-knows, not a claim about the file: a 3.95 m room in centimetres and a 0.4 m object in
-millimetres are the same 395 units. The transform is in the input's units either way.
+The pipeline tries them in order and judges every estimate together
+(:mod:`pcreg.registration.verdict`); ``--json`` reports the reading that registered: the unit
+the file was read in (``units``: metres, millimetres or centimetres, also for an object, which
+is named by the first of them under which it is under 1 m), whether it was scaled as an object
+(``object``) and the factor (``scale``). A 3.95 m room in centimetres and a 0.4 m object in
+millimetres are the same 395 units, so the reading is the search's best guess, which
+``--units`` overrides. The transform is in the input's units either way; lengths reported in
+metres are converted by the unit read (:data:`METRES_PER_UNIT`).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from dataclasses import dataclass
 
 __all__ = [
     "INDOOR_BAND",
+    "METRES_PER_UNIT",
     "OBJECT_EXTENT",
     "OUTDOOR_BAND",
     "UNITS",
@@ -54,17 +58,27 @@ ROOM_MIN = 3.0
 _UNITS = (("metres", 1.0), ("millimetres", 0.001), ("centimetres", 0.01))
 #: the units a user may name (``--units``)
 UNITS = ("metres", "millimetres", "centimetres", "object")
+#: metres per input unit, by the unit a pair was read in
+METRES_PER_UNIT = dict(_UNITS)
 
 
 @dataclass(frozen=True)
 class Reading:
     """One reading of a pair's unit: multiply the (centred) clouds by ``scale`` to get the
-    metres the ``model`` network works in. ``units``: ``"metres"``, ``"centimetres"``,
-    ``"millimetres"`` or ``"object"`` (scaled to :data:`OBJECT_EXTENT`)."""
+    metres the ``model`` network works in. ``units``: the unit the input is read in,
+    ``"metres"``, ``"centimetres"`` or ``"millimetres"``; ``object``: it is an object under
+    1 m in that unit, scaled up for the network (by a power of ten, or to
+    :data:`OBJECT_EXTENT`) rather than by the unit's own factor."""
 
     units: str
     model: str
     scale: float
+    object: bool = False
+
+    @property
+    def metres_per_unit(self) -> float:
+        """Metres per input unit under this reading (1 for metres, 0.001 for millimetres)."""
+        return METRES_PER_UNIT[self.units]
 
 
 def _band(extent_m: float) -> str | None:
@@ -96,9 +110,9 @@ def readings(extent: float) -> list[Reading]:
     out: list[Reading] = []
     for units, factor in _UNITS:
         metres = extent * factor
-        model = _band(metres)
-        if model is None and metres < INDOOR_BAND[0]:
-            units, model, factor = "object", "indoor", _object_scale(extent)
+        model, obj = _band(metres), False
+        if model is None and metres < INDOOR_BAND[0]:  # under 1 m in this unit: an object
+            model, factor, obj = "indoor", _object_scale(extent), True
         if model is None:
             continue
         same = [
@@ -106,8 +120,8 @@ def readings(extent: float) -> list[Reading]:
             if r.model == model and max(r.scale, factor) < 2 * min(r.scale, factor)
         ]  # fmt: skip
         if not same:
-            out.append(Reading(units, model, factor))
-        elif out[same[0]].units == "object" and metres >= ROOM_MIN:  # an exact unit is better
+            out.append(Reading(units, model, factor, obj))
+        elif out[same[0]].object and metres >= ROOM_MIN:  # an exact unit is better
             out[same[0]] = Reading(units, model, factor)
     return out
 
@@ -115,11 +129,13 @@ def readings(extent: float) -> list[Reading]:
 def reading_for(units: str, extent: float) -> Reading:
     """The reading a user names (``--units``) for a pair spanning ``extent`` in its unit: an
     exact unit runs the network of its band (``indoor`` below 20 m, ``outdoor`` above, and a
-    scan under 1 m in that unit as an object of it), ``"object"`` scales it as an object."""
+    scan under 1 m in that unit as an object of it), ``"object"`` scales it as an object,
+    read in the first unit under which it is under 1 m (metres where none is)."""
     if units == "object":
-        return Reading("object", "indoor", _object_scale(extent))
-    factor = dict(_UNITS)[units]
+        unit = next((u for u, f in _UNITS if extent * f < INDOOR_BAND[0]), "metres")
+        return Reading(unit, "indoor", _object_scale(extent), True)
+    factor = METRES_PER_UNIT[units]
     metres = extent * factor
     if metres < INDOOR_BAND[0]:
-        return Reading("object", "indoor", _object_scale(extent))
+        return Reading(units, "indoor", _object_scale(extent), True)
     return Reading(units, "indoor" if metres <= INDOOR_BAND[1] else "outdoor", factor)

@@ -113,6 +113,7 @@ class Candidate:
         return {
             "path": self.path,
             "units": self.result.units,
+            "object": self.result.object,
             "scale": self.result.scale,
             "hypothesis": self.result.hypothesis,
             "score": round(float(self.score), 4),

@@ -49,11 +49,12 @@ def pair_legend(src_name: str = "source", ref_name: str = "reference") -> Legend
     ]
 
 
-def correspondence_legend(radius: float, truth: bool) -> Legend:
-    """The legend of :func:`correspondence_panel`'s lines at inlier ``radius`` metres."""
+def correspondence_legend(radius: float, truth: bool, unit: float = 1.0) -> Legend:
+    """The legend of :func:`correspondence_panel`'s lines at inlier ``radius`` (input units;
+    ``unit``: metres per input unit, so the text reads ``5.8 mm`` for a scan in millimetres)."""
     under = "the truth" if truth else "the estimate"
     return [
-        (f"correspondence within {format_length(radius)} under {under}", INLIER_COLOR),
+        (f"correspondence within {format_length(radius * unit)} under {under}", INLIER_COLOR),
         ("farther", FAR_COLOR),
     ]
 
@@ -93,14 +94,16 @@ def correspondence_panel(
     gt: np.ndarray | None = None,
     radius: float = 0.1,
     max_lines: int = 250,
+    unit: float = 1.0,
 ) -> tuple[str, np.ndarray]:
     """``(caption, image)``: the reference, and the source moved by ``transform`` and set beside
     it, with the correspondences (source / reference coordinates ``(K, 3)`` each) as segments
     (at most ``max_lines``, evenly subsampled). A segment is green when ``gt`` (else the
-    estimate ``transform``) maps its source point within ``radius`` metres of its reference
-    point, pale red otherwise (drawn under the green ones); the caption states the same
-    threshold. The source is set beside the reference along whichever of the scene's two long
-    axes leaves the picture closer to square (a street: across the road, seen from above)."""
+    estimate ``transform``) maps its source point within ``radius`` (input units) of its
+    reference point, pale red otherwise (drawn under the green ones); the caption states the
+    same threshold, converted to a readable length with ``unit`` (metres per input unit).
+    The source is set beside the reference along whichever of the scene's two long axes
+    leaves the picture closer to square (a street: across the road, seen from above)."""
     src = np.asarray(src_points, np.float64)
     ref = np.asarray(ref_points, np.float64)
     major, middle, _ = principal_view(ref)
@@ -125,7 +128,7 @@ def correspondence_panel(
     under = "the truth" if gt is not None else "the estimate"
     share = f"{good.mean():.0%}" if len(good) else "none"
     caption = (
-        f"{len(keep)} of {total} correspondences: {share} within {format_length(radius)} "
+        f"{len(keep)} of {total} correspondences: {share} within {format_length(radius * unit)} "
         f"under {under} (green)"
     )
     shown = transform_points(src, transform) + offset
@@ -216,11 +219,14 @@ def save_alignment_png(
     radius: float = 0.1,
     overwrite: bool = False,
     max_lines: int = 250,
+    unit: float = 1.0,
 ) -> Path:
     """Write a before/after PNG: source (orange) and reference (blue) as given, then with the
     source moved by ``transform`` (``T_ref_src``; None: the "as given" panel alone). With
     ``correspondences`` (source and reference coordinates) a third panel draws them
-    (:func:`correspondence_panel`). The legend names the clouds (``names``: their files)."""
+    (:func:`correspondence_panel`). The legend names the clouds (``names``: their files).
+    Points, ``radius`` and the transforms are in the input's units; ``unit`` is metres per
+    input unit (0.001 for millimetres), for the lengths the captions print."""
     panels = alignment_panels(src_points, ref_points, transform)
     legend = pair_legend(*names)
     if correspondences is not None and transform is not None:
@@ -233,7 +239,8 @@ def save_alignment_png(
                 gt=gt,
                 radius=radius,
                 max_lines=max_lines,
+                unit=unit,
             )
         )
-        legend += correspondence_legend(radius, gt is not None)
+        legend += correspondence_legend(radius, gt is not None, unit)
     return save_panels_png(path, panels, title=title, legend=legend, overwrite=overwrite)

@@ -41,6 +41,7 @@ from pcreg.viz.style import (
     SOURCE_COLOR,
     format_length,
     hex_color,
+    units_text,
 )
 
 __all__ = ["REPORT_POINTS", "report_html", "result_facts", "viewer_script", "write_report"]
@@ -80,7 +81,9 @@ def nice_cell(span: float, cells: int = 10) -> float:
     return next(power * m for m in (1.0, 2.0, 5.0, 10.0) if power * m >= raw * (1 - 1e-9))
 
 
-def _grid(points: np.ndarray, axes: tuple[np.ndarray, np.ndarray, np.ndarray]) -> dict:
+def _grid(
+    points: np.ndarray, axes: tuple[np.ndarray, np.ndarray, np.ndarray], unit: float = 1.0
+) -> dict:
     """A square scale grid in the plane of ``points``' two major axes, under them along the
     minor one (the floor of a z-up scan), centred on them: about 10 cells across."""
     major, middle, minor = axes
@@ -92,7 +95,7 @@ def _grid(points: np.ndarray, axes: tuple[np.ndarray, np.ndarray, np.ndarray]) -
     centre = mid[0] * major + mid[1] * middle + low[2] * minor
     return {"u": major.tolist(), "v": middle.tolist(), "n": minor.tolist(),
             "centre": centre.tolist(), "size": cells * cell, "cells": cells,
-            "label": format_length(cell)}  # fmt: skip
+            "label": format_length(cell * unit)}  # fmt: skip
 
 
 def report_html(
@@ -108,19 +111,23 @@ def report_html(
     title: str = "",
     max_points: int = REPORT_POINTS,
     max_lines: int = 400,
+    unit: float = 1.0,
 ) -> str:
     """The report page as a string.
 
     Args:
-        src, ref: ``(N, 3)`` / ``(M, 3)`` points, metres (any float dtype).
+        src, ref: ``(N, 3)`` / ``(M, 3)`` points, input units (any float dtype).
         transform: ``T_ref_src (4, 4)``; None: the clouds as given only (no toggle).
         names: the clouds' names in the legend (their files).
         correspondences: ``(src (K, 3), ref (K, 3))`` coordinates; at most ``max_lines`` drawn.
-        radius: inlier radius in metres: a correspondence is "agreeing" when ``gt`` (else
+        radius: inlier radius in input units: a correspondence is "agreeing" when ``gt`` (else
             ``transform``) maps its source point within it of its reference point.
         gt: the true ``T_ref_src``, when known.
         facts: rows of the table (label -> value), e.g. the method, errors, timings.
         max_points: points drawn per cloud at most (thinned on a grid beyond).
+        unit: metres per input unit (0.001 for millimetres): the lengths the page prints
+            (inlier radius, grid cell) are converted with it; points, ``radius`` and the
+            transforms stay in the input's units.
     """
     src = np.asarray(src, np.float64)
     ref = np.asarray(ref, np.float64)
@@ -150,7 +157,7 @@ def report_html(
             judge = gt if gt is not None else transform
             good = np.linalg.norm(transform_points(sc, judge) - rc, axis=1) < radius
             under = "the truth" if gt is not None else "the estimate"
-            within = f"within {format_length(radius)} under {under}"
+            within = f"within {format_length(radius * unit)} under {under}"
             agree_text = f"{int(good.sum())} of {len(good)} drawn correspondences {within}"
             # drawn from where the estimate puts the source, judged by `judge`
             moved_c = transform_points(sc, transform) - origin
@@ -170,7 +177,7 @@ def report_html(
         view = view_for(drawn)
         data["view"] = {"front": view.front.tolist(), "up": view.up.tolist()}
         if float(np.ptp(drawn, axis=0).max()) > 1e-6:  # a scale for anything but one point
-            data["grid"] = _grid(drawn, view.axes)
+            data["grid"] = _grid(drawn, view.axes, unit)
     else:
         data["view"] = {"front": [0.0, 0.0, 1.0], "up": [0.0, 1.0, 0.0]}
     buttons = ""
@@ -295,8 +302,8 @@ def result_facts(result: Any, record: Mapping[str, Any]) -> dict[str, Any]:
         rows["error vs truth"] = (
             f"RRE {record['rre_deg']:.3f} deg, RTE {format_length(record['rte_m'])}, "
             f"RMSE {format_length(record['rmse_m'])}"
-        )
-    if result.units != "metres":
-        rows["units"] = f"{result.units} (scale {result.scale:g})"
+        )  # the record's _m keys are metres whatever the input's unit
+    if result.units != "metres" or result.object:
+        rows["units"] = units_text(result.units, result.object, result.scale)
     rows["timings (s)"] = {k: round(float(v), 4) for k, v in dict(result.timings).items()}
     return rows

@@ -15,6 +15,7 @@ __all__ = [
     "SOURCE_COLOR",
     "format_length",
     "hex_color",
+    "units_text",
 ]
 
 SOURCE_COLOR = (0.95, 0.55, 0.05)  # orange
@@ -47,6 +48,15 @@ def format_length(metres: float, digits: int = 3) -> str:
     if "." in text:
         text = text.rstrip("0").rstrip(".")
     return f"{text} {unit}"
+
+
+def units_text(units: str, scaled_object: bool, scale: float) -> str:
+    """How a pair's reading of its units reads: ``"millimetres"``, or ``"millimetres (an
+    object, scaled x0.01734 for the network)"``, or ``"centimetres (x0.01 for the network)"``
+    when the factor is not the identity."""
+    if scaled_object:
+        return f"{units} (an object, scaled x{scale:.4g} for the network)"
+    return units if scale == 1.0 else f"{units} (x{scale:.4g} for the network)"
 
 
 def hex_color(rgb: tuple[float, float, float]) -> str:

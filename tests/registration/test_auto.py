@@ -70,7 +70,9 @@ def test_an_object_under_a_random_rotation_registers():
     moved = src @ motion[:3, :3].T + motion[:3, 3]
     res = pcreg.register(moved, ref)
     assert res.registered, res.reason
-    assert (res.units, res.method_used) == ("object", "fpfh-ransac+geotransformer")
+    assert (res.units, res.object, res.method_used) == (
+        "metres", True, "fpfh-ransac+geotransformer"
+    )  # fmt: skip
     err = pose_errors(res.transform, gt @ np.linalg.inv(motion), moved)
     assert err["rre_deg"] < 2.0 and err["rmse_m"] < 0.005, err  # 0.23 m object: 2 % of it
 
@@ -78,11 +80,16 @@ def test_an_object_under_a_random_rotation_registers():
 def test_the_same_object_in_millimetres():
     src, ref, gt = _bunny_pair(0)
     res = pcreg.register(src * 1000, ref * 1000)
-    assert res.registered and res.units == "object", res.reason
+    assert res.registered and (res.units, res.object) == ("millimetres", True), res.reason
     t = res.transform.copy()
     t[:3, 3] /= 1000
     err = pose_errors(t, gt, src)
     assert err["rre_deg"] < 2.0 and err["rte_m"] < 0.005, err
+    gt_mm = gt.copy()
+    gt_mm[:3, 3] *= 1000
+    in_metres = res.errors(gt_mm, src * 1000)  # the input's mm, reported in metres
+    assert in_metres["rte_m"] == pytest.approx(err["rte_m"], rel=1e-6, abs=1e-12)
+    assert in_metres["rmse_m"] == pytest.approx(err["rmse_m"], rel=1e-6, abs=1e-12)
 
 
 def test_a_network_that_cannot_register_falls_back_to_the_classical_path(
@@ -224,6 +231,6 @@ def test_sparse_readings_go_last_and_far_object_readings_are_dropped(monkeypatch
     assert len(counted) == 3
     assert [r.units for r in _by_sampling(reads[:1], cloud, cloud)] == ["metres"]
     assert len(counted) == 3  # one reading: nothing to order, nothing counted
-    near = Reading("object", "indoor", 0.005)  # 5x from the plausible metres reading: kept
-    far = Reading("object", "indoor", 0.5)  # 500x: dropped
+    near = Reading("metres", "indoor", 0.005, True)  # 5x from the metres reading: kept
+    far = Reading("metres", "indoor", 0.5, True)  # 500x: dropped
     assert [r.scale for r in _by_sampling([reads[0], near, far], cloud, cloud)] == [0.001, 0.005]

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from pcreg.registration.scale import OBJECT_EXTENT, readings
+from pcreg.registration.scale import OBJECT_EXTENT, reading_for, readings
 
 
 def _r(extent):
-    return [(r.units, r.model, r.scale) for r in readings(extent)]
+    return [(r.units + " object" * r.object, r.model, r.scale) for r in readings(extent)]
 
 
 @pytest.mark.parametrize(
@@ -27,15 +27,28 @@ def test_the_most_plausible_reading_comes_first(extent, first):
 
 def test_objects_are_scaled_to_room_size():
     (units, model, scale), *rest = _r(0.23)  # the Stanford bunny in metres
-    assert (units, model, rest) == ("object", "indoor", [])
+    assert (units, model, rest) == ("metres object", "indoor", [])
     assert 0.23 * scale == pytest.approx(OBJECT_EXTENT)
+
+
+def test_an_object_is_read_in_the_unit_under_which_it_is_under_a_metre():
+    """The bunny in millimetres is a millimetre object (its errors then convert to metres by
+    0.001), not an "object" of no unit; ``--units object`` reads it the same way."""
+    (obj,) = [r for r in readings(230.0) if r.object]
+    assert (obj.units, obj.metres_per_unit) == ("millimetres", 0.001)
+    assert reading_for("object", 230.0) == obj
+    assert reading_for("object", 0.23).units == "metres"
+    assert reading_for("millimetres", 230.0) == obj  # under 1 m in mm: an object of it
+    assert reading_for("centimetres", 395.0).metres_per_unit == 0.01
 
 
 def test_an_exact_unit_replaces_an_object_reading_only_for_a_room():
     """395 units: a room in centimetres (3.95 m) rather than a 0.4 m object; 230 units (the
     bunny in millimetres): a 4 m object rather than a 2.3 m room in centimetres."""
     assert _r(395.0) == [("metres", "outdoor", 1.0), ("centimetres", "indoor", 0.01)]
-    assert _r(230.0) == [("metres", "outdoor", 1.0), ("object", "indoor", OBJECT_EXTENT / 230)]
+    assert _r(230.0) == [
+        ("metres", "outdoor", 1.0), ("millimetres object", "indoor", OBJECT_EXTENT / 230)
+    ]  # fmt: skip
 
 
 def test_a_room_is_not_also_read_as_an_object_of_the_same_size():
