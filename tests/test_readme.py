@@ -137,7 +137,7 @@ def _params():
     for block in RUN_BLOCKS:
         marks = []
         if "skip" in block.marks:
-            marks.append(pytest.mark.skip(reason=block.marks["skip"] or "no reason given"))
+            marks.append(pytest.mark.skip(reason=f"{block.id}: {block.marks['skip']}"))
         if "slow" in block.marks:
             marks.append(pytest.mark.slow)
         if "ray" in block.marks:
