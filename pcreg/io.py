@@ -12,7 +12,7 @@ Supported point formats (by extension, case-insensitive):
 ``.ply``       ASCII or binary (either byte order); a point cloud, or a mesh (below)
 ``.pcd``       DATA ascii, binary or binary_compressed
 ``.npy``       array ``(N, C)``, C >= 3; the first three columns are x, y, z
-``.npz``       key ``points`` (or ``xyz``, or the only array in the archive)
+``.npz``       key ``points`` (else ``xyz``, ``pos`` or ``positions``, else the only array)
 ``.bin``       KITTI Velodyne: float32 records x, y, z, intensity (16 bytes each)
 ``.xyz``       whitespace-separated text, >= 3 columns (``.txt`` too; ``.csv`` uses commas)
 ``.las/.laz``  laspy (scaled x, y, z); ``.laz`` needs the lazrs backend (installed)

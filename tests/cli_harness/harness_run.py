@@ -1,6 +1,6 @@
 """Running one hostile ``pcreg`` invocation and judging it against the exit-code contract.
 
-The contract (README "Exit codes", the "never silently wrong" issue):
+The contract (README "Exit codes", docs/cli.md, the "never silently wrong" issue):
 
 * exit 0: success; a ``register`` (or ``odometry`` / ``batch``) with a known ground truth must
   come with a correct transform, judged after mapping any change made to the inputs back;
