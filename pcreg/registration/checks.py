@@ -15,6 +15,7 @@ from pcreg.errors import InputError
 
 __all__ = [
     "MAX_COORDINATE",
+    "MAX_INSIDE_RATIO",
     "MAX_SCALE_RATIO",
     "MIN_POINTS",
     "TooFewPointsError",
@@ -32,6 +33,9 @@ __all__ = [
 MIN_POINTS = 100
 #: extents differing by more than this factor mean different units or a wrong file
 MAX_SCALE_RATIO = 10.0
+#: ``--method auto`` searches a cloud up to this many times smaller inside the other (an
+#: object in a scene, :mod:`pcreg.registration.inside`); beyond it the units must differ
+MAX_INSIDE_RATIO = 50.0
 
 
 class TooFewPointsError(InputError):
@@ -182,7 +186,8 @@ def check_pair(
             f"{names[0]} / {names[1]}",
             f"the clouds span {extents[0]:.3g} and {extents[1]:.3g} (1st-99th percentile box "
             f"diagonals): scales differ by more than {MAX_SCALE_RATIO:g}x (different units, "
-            "e.g. millimetres vs metres, or a wrong file?)",
+            "e.g. millimetres vs metres, or a wrong file?); --method auto searches a cloud up "
+            f"to {MAX_INSIDE_RATIO:g}x smaller inside the other (an object in a scene)",
         )
     return extents
 

@@ -60,8 +60,9 @@ class RegistrationResult:
         method_used: what produced the estimate under ``method="auto"``:
             ``"geotransformer"`` (the network and its orientation search), ``"fpfh-ransac"``
             (the classical pipeline), or ``"fpfh-ransac+geotransformer"`` (the network run
-            from the classical estimate); otherwise the method itself (set at construction
-            when not given).
+            from the classical estimate), ``"object-in-scene"`` (a cloud 10-50x smaller than
+            the other searched inside it, :mod:`pcreg.registration.inside`); otherwise the
+            method itself (set at construction when not given).
         units, object, scale: the unit the input was read in (``"metres"``,
             ``"millimetres"``, ``"centimetres"``), whether it was registered as an object
             scaled up for the network, and the factor the clouds were multiplied by for the

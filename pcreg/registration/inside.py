@@ -1,0 +1,490 @@
+"""Object in scene: find a small cloud (an object, a template, a crop) inside a much larger one.
+
+When one cloud spans a small part of the other (:data:`INSIDE_RATIO` to
+:data:`MAX_INSIDE_RATIO` times smaller), the pair is not two overlapping scans of one scene
+and neither network nor the scene-sized FPFH voxel applies: at the scene's 5 cm voxel a 0.2 m
+object keeps a few dozen points. Here everything follows the **small** cloud, in the input's
+own units (no unit reading is needed: the search is scale-free):
+
+1. **Voxels**: the fine voxel is the small cloud's extent / :data:`FINE_DIVS` (at least its
+   point spacing), the coarse one its extent / :data:`COARSE_DIVS`, coarser where the large
+   cloud would keep more than :data:`COARSE_MAX_POINTS` points at it.
+2. **Places** (the large cloud searched at the coarse voxel): FPFH of both clouds, each small
+   point's :data:`COARSE_MATCHES` nearest large features, and the places where matches of
+   the most distinct small points gather (:func:`_places`): up to :data:`PLACES` of them.
+3. **Poses** (the large cloud cropped around each place, :data:`CROP` small extents, at the
+   fine voxel): FPFH on the crop only, a RANSAC that keeps all its hypotheses
+   (:func:`ransac_hypotheses`), the best different hypotheses of each place refined
+   together by point-to-plane ICP; the pose whose small cloud fits best wins, then Open3D's
+   ICP polishes it.
+4. **The rule** (:func:`inside_rule`), measured on the win: the share of the small cloud that
+   fits at the fine radius, the fit's contrast when moved a few radii (each way and along the
+   direction it is least sensitive to: a board on a wall slides), and the margin to the best
+   *different* pose (another place, or a turn of the same place: the small cloud fits
+   somewhere else nearly as well when it is absent from the scene).
+
+The thresholds (:data:`MIN_FITNESS`, :data:`MIN_CONTRAST`, :data:`MIN_WORST_CONTRAST`,
+:data:`MAX_MARGIN`) were measured with ``python tools/inside_rule.py`` on generated rooms with
+objects (:mod:`pcreg.data.synthetic.inside`, seeds below 1,000; the tests use others): crops of
+the scene around an object and whole-object templates as positives; a different object, a crop
+of a different room and a thin board as negatives.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from pcreg.registration.checks import MAX_INSIDE_RATIO, cloud_extent
+
+__all__ = [
+    "INSIDE_RATIO",
+    "MAX_INSIDE_RATIO",
+    "InsideSearch",
+    "find_inside",
+    "inside_ratio",
+    "inside_rule",
+    "ransac_hypotheses",
+    "register_inside",
+]
+
+logger = logging.getLogger(__name__)
+
+#: from this extent ratio on a pair is registered as an object in a scene, and only so (the
+#: scene path refuses extents more than 10x apart: different units)
+INSIDE_RATIO = 10.0
+#: from this ratio on, a pair the scene path does not register is searched as an object in a
+#: scene too (a 0.5 m object in a 3 m scene keeps too few points at the 5 cm voxel)
+INSIDE_FALLBACK_RATIO = 4.0
+#: the fine voxel: the small cloud's extent over this
+FINE_DIVS = 30.0
+#: the coarse voxel: the small cloud's extent over this, and the most points the large cloud
+#: keeps at it (else the voxel grows: the places search stays well under a second)
+COARSE_DIVS = 8.0
+COARSE_MAX_POINTS = 40_000
+#: each small point's nearest large features at the coarse voxel
+COARSE_MATCHES = 8
+#: distinct places searched at the fine voxel, and the crop around each (small extents)
+PLACES = 8
+CROP = 0.9
+#: RANSAC: triplets drawn, and hypotheses kept for support counting, per search
+SAMPLES = 40_000
+MAX_HYPOTHESES = 4000
+#: hypotheses of each place refined by ICP
+REFINED_PER_PLACE = 4
+#: the rule's thresholds (module doc). Measured on seeds 0-9: right crops fit 100 % with
+#: contrast 0.47-0.64 (worst 0.20-0.49) and margin 0.18-0.34; right templates (the scene
+#: sees part of them) fit 56-70 %, contrast 0.32-0.48, margin 0.36-0.88; the negatives'
+#: margins 0.82-1.0 (an object of the same style elsewhere, any wall for a sheet)
+MIN_FITNESS = 0.3
+MIN_CONTRAST = 0.3
+MIN_WORST_CONTRAST = 0.1
+MAX_MARGIN = 0.6
+#: surface variation above which a point is off a plane (:func:`structure`): 1 mm noise on
+#: a plane gives about 0.002, a box's edge 0.05, a corner 0.1
+STRUCTURE_VARIATION = 0.02
+#: the poses are told apart by the share of the small cloud within this many fine voxels of
+#: the large one: another object of the same size fits 80 % of a crop within 1.5 voxels
+CLOSE = 0.5
+#: two poses of the small cloud are different answers beyond this rotation (degrees) or
+#: this displacement of its centre (small extents)
+DIFFERENT_DEG = 15.0
+DIFFERENT_SHIFT = 0.2
+
+
+@dataclass
+class InsideSearch:
+    """What the search found: ``transform (4, 4)`` ``T_large_small`` (input units),
+    ``rival`` the best different pose (None: none found), the measurements the rule reads
+    (``fitness``, ``contrast``, ``worst_contrast``, ``margin``, ``inliers``), the voxels
+    used, the small cloud's ``correspondences`` at the win (``(K, 3)`` each, small and large
+    frames), and seconds per stage."""
+
+    transform: np.ndarray
+    rival: np.ndarray | None
+    fitness: float
+    contrast: float
+    worst_contrast: float
+    margin: float
+    inliers: int
+    fine_voxel: float
+    coarse_voxel: float
+    small_corr: np.ndarray
+    large_corr: np.ndarray
+    places: int = 0
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def features(self) -> dict[str, float]:
+        """The measurements, JSON-ready."""
+        return {
+            "fitness": self.fitness,
+            "contrast": self.contrast,
+            "worst_contrast": self.worst_contrast,
+            "margin": self.margin,
+            "inliers": float(self.inliers),
+            "places": float(self.places),
+        }
+
+
+def inside_rule(found: InsideSearch) -> str:
+    """Why ``found`` is not an object-in-scene registration, in words (``""``: it is).
+    Thresholds: module doc."""
+    from pcreg.registration.verify import MIN_INLIERS
+
+    if found.inliers < MIN_INLIERS:
+        return f"object in scene: only {found.inliers} points of the small cloud fit anywhere"
+    if found.fitness < MIN_FITNESS:
+        return (
+            f"object in scene: at best {found.fitness:.0%} of the small cloud fits the large "
+            f"one (at least {MIN_FITNESS:.0%} needed): it is not found in it"
+        )
+    if found.contrast < MIN_CONTRAST or found.worst_contrast < MIN_WORST_CONTRAST:
+        return (f"object in scene: the fit is not distinctive (contrast {found.contrast:.2f}, "
+                f"{found.worst_contrast:.2f} along its weakest direction; at least "
+                f"{MIN_CONTRAST} and {MIN_WORST_CONTRAST}): it slides on a surface or fits "
+                "by chance")  # fmt: skip
+    if found.margin > MAX_MARGIN:
+        return (
+            f"ambiguous: another pose of the small cloud fits {found.margin:.0%} as well (at "
+            f"most {MAX_MARGIN:.0%} allowed): the scene does not tell where it is"
+        )
+    return ""
+
+
+def _spacing(points: np.ndarray) -> float:
+    """Median distance to the nearest other point, of an even stride of 2,000 of ``points``."""
+    from scipy.spatial import cKDTree
+
+    sample = points[:: max(1, len(points) // 2000)]
+    dist, _ = cKDTree(points).query(sample, k=2)
+    return float(np.median(dist[:, 1]))
+
+
+def _features(points: np.ndarray, voxel: float, max_nn: int = 50):
+    """``(cloud, features (N, 33))``: ``points`` voxelised at ``voxel`` with normals, and FPFH
+    at 5 voxels."""
+    import open3d as o3d
+
+    from pcreg.baselines.icp import downsample_with_normals
+
+    down = downsample_with_normals(points, voxel)
+    fpfh = o3d.pipelines.registration.compute_fpfh_feature(
+        down, o3d.geometry.KDTreeSearchParamHybrid(radius=5 * voxel, max_nn=max_nn)
+    )
+    return down, np.asarray(fpfh.data, np.float32).T
+
+
+def _matches(small_f: np.ndarray, large_f: np.ndarray, k: int) -> np.ndarray:
+    """``(K, 2)`` correspondences: each small point with its ``k`` nearest large features."""
+    from scipy.spatial import cKDTree
+
+    k = min(k, len(large_f))
+    _, idx = cKDTree(large_f).query(small_f, k=k)
+    idx = np.asarray(idx).reshape(len(small_f), k)
+    return np.stack([np.repeat(np.arange(len(small_f)), k), idx.ravel()], 1)
+
+
+def _kabsch(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """``(H, 4, 4)``: the rigid transforms taking ``p (H, 3, 3)`` onto ``q (H, 3, 3)``."""
+    pm, qm = p.mean(1, keepdims=True), q.mean(1, keepdims=True)
+    u, _, vt = np.linalg.svd((p - pm).transpose(0, 2, 1) @ (q - qm))
+    d = np.sign(np.linalg.det(vt.transpose(0, 2, 1) @ u.transpose(0, 2, 1)))
+    fix = np.tile(np.eye(3), (len(p), 1, 1))
+    fix[:, 2, 2] = d
+    rot = vt.transpose(0, 2, 1) @ fix @ u.transpose(0, 2, 1)
+    out = np.tile(np.eye(4), (len(p), 1, 1))
+    out[:, :3, :3] = rot
+    out[:, :3, 3] = qm[:, 0] - (rot @ pm[:, 0, :, None])[..., 0]
+    return out
+
+
+def ransac_hypotheses(
+    src: np.ndarray,
+    ref: np.ndarray,
+    corr: np.ndarray,
+    radius: float,
+    rng: np.random.Generator,
+    *,
+    reach: float | None = None,
+    samples: int = SAMPLES,
+) -> tuple[np.ndarray, np.ndarray]:
+    """RANSAC over correspondences that keeps every hypothesis: ``(poses (H, 4, 4), support
+    (H,))``, best-supported first.
+
+    ``src (N, 3)``, ``ref (M, 3)``, ``corr (K, 2)`` index pairs; ``radius``: a correspondence
+    supports a pose that maps it within this. ``samples`` triplets are drawn (their second and
+    third correspondence among those whose reference point lies within ``reach`` of the
+    first's: the small cloud is local, the large one is not), kept where their three edges
+    agree within 10 % and are longer than 2 radii, solved by Kabsch (at most
+    :data:`MAX_HYPOTHESES`) and counted."""
+    from scipy.spatial import cKDTree
+
+    if len(corr) < 3:
+        return np.zeros((0, 4, 4)), np.zeros(0)
+    p_all, q_all = src[corr[:, 0]], ref[corr[:, 1]]
+    first = rng.integers(0, len(corr), samples)
+    if reach is None:
+        rest = rng.integers(0, len(corr), (samples, 2))
+    else:
+        near = cKDTree(q_all).query_ball_point(q_all, reach)
+        sizes = np.array([len(n) for n in near])
+        offsets = np.concatenate([[0], np.cumsum(sizes)])
+        flat = np.concatenate(near).astype(np.int64)
+        pick = (rng.random((samples, 2)) * sizes[first, None]).astype(np.int64)
+        rest = flat[offsets[first, None] + pick]
+    idx = np.concatenate([first[:, None], rest], 1)
+    p, q = p_all[idx], q_all[idx]  # (S, 3, 3)
+    dp = np.linalg.norm(p - p[:, [1, 2, 0]], axis=2)
+    dq = np.linalg.norm(q - q[:, [1, 2, 0]], axis=2)
+    ratio = np.minimum(dp, dq) / np.maximum(np.maximum(dp, dq), 1e-12)
+    ok = (ratio > 0.9).all(1) & (dp.min(1) > 2 * radius)
+    p, q = p[ok][:MAX_HYPOTHESES], q[ok][:MAX_HYPOTHESES]
+    if not len(p):
+        return np.zeros((0, 4, 4)), np.zeros(0)
+    poses = _kabsch(p, q)
+    support = np.empty(len(poses))
+    for start in range(0, len(poses), 256):  # (256, K, 3) at a time
+        chunk = poses[start : start + 256]
+        moved = p_all[None] @ chunk[:, :3, :3].transpose(0, 2, 1) + chunk[:, None, :3, 3]
+        near_mask = ((moved - q_all[None]) ** 2).sum(-1) < radius**2
+        support[start : start + 256] = near_mask.sum(1)
+    order = np.argsort(-support, kind="stable")
+    return poses[order], support[order]
+
+
+def _different(a: np.ndarray, b: np.ndarray, centre: np.ndarray, size: float) -> bool:
+    """Whether poses ``a``, ``b`` put the small cloud (centre ``centre``, extent ``size``)
+    in different places or turns (:data:`DIFFERENT_DEG`, :data:`DIFFERENT_SHIFT`)."""
+    from pcreg.registration.verdict import pose_distance
+
+    deg, shift = pose_distance(a, b, centre)
+    return deg > DIFFERENT_DEG or shift > DIFFERENT_SHIFT * size
+
+
+def _places(
+    small: np.ndarray, large: np.ndarray, corr: np.ndarray, size: float
+) -> list[np.ndarray]:
+    """Up to :data:`PLACES` positions ``(3,)`` in the large cloud where the small one may lie:
+    where the most *distinct* small points have a feature match within half the small
+    cloud's extent (``corr (K, 2)`` indexes ``small (N, 3)`` and ``large (M, 3)``), each peak
+    more than half that extent from the others. Measured (``tools/inside_rule.py``, seeds
+    0-5): the true place among the first 8 peaks in 10 of the 10 cases where the object is
+    seen, first in 6; a RANSAC over the same matches ranked it first in 3 and found none in 4
+    (too few correct matches to draw three of them at the coarse voxel)."""
+    from scipy.spatial import cKDTree
+
+    at = large[corr[:, 1]]
+    near = cKDTree(at).query_ball_point(at, size / 2)
+    votes = np.array([len(np.unique(corr[n, 0])) for n in near])
+    out: list[np.ndarray] = []
+    for i in np.argsort(-votes, kind="stable"):
+        if all(np.linalg.norm(at[i] - o) > size / 2 for o in out):
+            out.append(at[i])
+            if len(out) == PLACES:
+                break
+    return out
+
+
+def find_inside(small: np.ndarray, large: np.ndarray, seed: int = 0) -> InsideSearch:
+    """Search ``small (N, 3)`` inside ``large (M, 3)`` (float64, one unit, any frames); see
+    the module doc. Deterministic for a ``seed``."""
+    import open3d as o3d
+    from scipy.spatial import cKDTree
+
+    from pcreg.registration.verdict import _point_to_plane
+    from pcreg.registration.verify import verify
+
+    timings: dict[str, float] = {}
+    t0 = time.perf_counter()
+    rng = np.random.default_rng(seed)
+    size = cloud_extent(small)
+    fine = max(size / FINE_DIVS, _spacing(small))
+    coarse = max(size / COARSE_DIVS, 2 * fine)
+    large_c, large_cf = _features(large, coarse, 30)
+    if len(large_c.points) > COARSE_MAX_POINTS:  # a scene far larger than the object
+        coarse *= float(np.sqrt(len(large_c.points) / COARSE_MAX_POINTS))
+        large_c, large_cf = _features(large, coarse, 30)
+    small_c, small_cf = _features(small, coarse, 30)
+    large_cp, small_cp = np.asarray(large_c.points), np.asarray(small_c.points)
+    corr = _matches(small_cf, large_cf, COARSE_MATCHES)
+    centre = small.mean(axis=0)
+    places = _places(small_cp, large_cp, corr, size)
+    timings["places"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    small_f, small_ff = _features(small, fine)
+    small_fp = np.asarray(small_f.points)
+    shape = small_fp[structure(small_fp, fine)]  # the points the poses are told apart by
+    large_tree = cKDTree(large[:: max(1, len(large) // 400_000)])
+    poses, crops = [], []
+    for at in places:
+        idx = large_tree.query_ball_point(at, CROP * size)
+        if len(idx) < 10:
+            continue
+        crop_f, crop_ff = _features(large_tree.data[idx], fine)
+        crop_p = np.asarray(crop_f.points)
+        corr = _matches(small_ff, crop_ff, 2)
+        found, _ = ransac_hypotheses(small_fp, crop_p, corr, 1.5 * fine, rng)
+        if not len(found):
+            continue
+        keep = [found[0]]
+        for pose in found[1:]:
+            if len(keep) == REFINED_PER_PLACE:
+                break
+            if all(_different(pose, k, centre, size) for k in keep):
+                keep.append(pose)
+        tree = cKDTree(crop_p)
+        refined = _point_to_plane(np.array(keep), small_fp[:: max(1, len(small_fp) // 800)],
+                                  tree, crop_p, np.asarray(crop_f.normals), 2 * fine)  # fmt: skip
+        poses += list(refined)
+        crops += [(crop_f, tree)] * len(refined)
+    timings["poses"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    if not poses:
+        return InsideSearch(np.eye(4), None, 0.0, 0.0, 0.0, 1.0, 0, fine, coarse,
+                            np.zeros((0, 3)), np.zeros((0, 3)), len(places), timings)  # fmt: skip
+    fits = np.array([_fitness(shape, pose, tree, CLOSE * fine) for pose, (_, tree) in
+                     zip(poses, crops, strict=True)])  # fmt: skip
+    win = int(np.argmax(fits))
+    crop_f, _ = crops[win]
+    icp = o3d.pipelines.registration.registration_icp(
+        small_f, crop_f, fine, poses[win],
+        o3d.pipelines.registration.TransformationEstimationPointToPlane(),
+        o3d.pipelines.registration.ICPConvergenceCriteria(1e-8, 1e-8, 50),
+    )  # fmt: skip
+    best = np.asarray(icp.transformation).copy()
+    check = verify(small_fp, np.asarray(crop_f.points), best, fine, voxelised=True)
+    rivals = [(f, p) for f, p in zip(fits, poses, strict=True)
+              if _different(p, poses[win], centre, size)]  # fmt: skip
+    rival = max(rivals, key=lambda r: r[0]) if rivals else (0.0, None)
+    corr_set = np.asarray(icp.correspondence_set, np.int64).reshape(-1, 2)
+    timings["verify"] = time.perf_counter() - t0
+    return InsideSearch(
+        transform=best,
+        rival=rival[1],
+        fitness=check.fitness,
+        contrast=check.contrast,
+        worst_contrast=check.worst_contrast,
+        margin=float(rival[0]) / max(float(fits[win]), 1e-12),
+        inliers=check.inliers,
+        fine_voxel=fine,
+        coarse_voxel=coarse,
+        small_corr=small_fp[corr_set[:, 0]],
+        large_corr=np.asarray(crop_f.points)[corr_set[:, 1]],
+        places=len(places),
+        timings=timings,
+    )
+
+
+def structure(points: np.ndarray, voxel: float) -> np.ndarray:
+    """``(N,) bool``: the points of ``points (N, 3)`` (voxelised at ``voxel``) off a plane:
+    the surface variation (smallest eigenvalue of the covariance of the 16 nearest points over
+    the sum) above :data:`STRUCTURE_VARIATION`. A crop of a scene is mostly floor or wall,
+    which fits at any turn about its normal; the margin is measured on the rest. All points
+    where fewer than :data:`MIN_INLIERS` are off a plane."""
+    from scipy.spatial import cKDTree
+
+    from pcreg.registration.verify import MIN_INLIERS
+
+    k = min(16, len(points))
+    _, idx = cKDTree(points).query(points, k=k)
+    nb = points[idx] - points[idx].mean(axis=1, keepdims=True)
+    eig = np.linalg.eigvalsh(np.einsum("nki,nkj->nij", nb, nb))
+    variation = eig[:, 0] / np.maximum(eig.sum(axis=1), 1e-30)
+    out = variation > STRUCTURE_VARIATION
+    return out if out.sum() >= MIN_INLIERS else np.ones(len(points), bool)
+
+
+def _fitness(points: np.ndarray, pose: np.ndarray, tree, radius: float) -> float:
+    """Share of ``points (N, 3)`` moved by ``pose`` with a point of ``tree`` within ``radius``."""
+    moved = points @ pose[:3, :3].T + pose[:3, 3]
+    dist, _ = tree.query(moved, distance_upper_bound=radius)
+    return float(np.isfinite(dist).mean())
+
+
+def inside_ratio(src: np.ndarray, ref: np.ndarray) -> float:
+    """The larger cloud's extent over the smaller's (:func:`cloud_extent`; inf when the
+    smaller has none: the checks refuse it)."""
+    small, large = sorted((cloud_extent(src), cloud_extent(ref)))
+    return large / small if small > 0 else float("inf")
+
+
+def register_inside(
+    src: np.ndarray,
+    ref: np.ndarray,
+    names: tuple[str, str],
+    origins: np.ndarray,
+    start: float,
+    units: str | None = None,
+):
+    """``method="auto"`` on a pair whose clouds differ in extent by :data:`INSIDE_RATIO` to
+    :data:`MAX_INSIDE_RATIO`: the smaller one (either) searched inside the larger
+    (:func:`find_inside`) and judged by :func:`inside_rule`. ``src``, ``ref`` are in the
+    working frame (shifted by ``origins (2, 3)``); returns a
+    :class:`~pcreg.registration.result.RegistrationResult` in the user's frame whose
+    ``method_used`` is ``"object-in-scene"``, with a one-candidate verdict (its score:
+    1 - the margin to the best different pose, 0 when the rule refuses it). ``units``: the
+    unit the user named (default: the first reading of the larger cloud's extent).
+
+    Raises:
+        InputError: a degenerate cloud (:func:`~pcreg.registration.checks.check_cloud`)."""
+    from pcreg.registration.checks import check_cloud
+    from pcreg.registration.pipeline import OUTDOOR_EXTENT_M, to_user_frame
+    from pcreg.registration.result import RegistrationResult
+    from pcreg.registration.scale import METRES_PER_UNIT, readings
+    from pcreg.registration.verdict import Candidate, Verdict
+    from pcreg.registration.verify import Verification
+
+    extents = (check_cloud(src, names[0]), check_cloud(ref, names[1]))
+    swapped = extents[0] > extents[1]  # the source is the scene: search the reference in it
+    small, large = (ref, src) if swapped else (src, ref)
+    found = find_inside(small, large)
+    transform, small_corr, large_corr = found.transform, found.small_corr, found.large_corr
+    rival = found.rival
+    if swapped:
+        transform = np.linalg.inv(transform)
+        rival = None if rival is None else np.linalg.inv(rival)
+    src_corr, ref_corr = (large_corr, small_corr) if swapped else (small_corr, large_corr)
+    reason = inside_rule(found)
+    first = readings(max(extents))
+    result = RegistrationResult(
+        transform=transform,
+        src_corr_points=src_corr,
+        ref_corr_points=ref_corr,
+        corr_scores=np.ones(len(src_corr)),
+        method="fpfh-ransac",
+        model="indoor",
+        setting="outdoor" if max(extents) > OUTDOOR_EXTENT_M else "indoor",
+        icp=True,
+        voxel_size=found.fine_voxel,
+        confidence=float(np.clip(found.contrast, 0.0, 1.0)),
+        fitness=found.fitness,
+        method_used="object-in-scene",
+        units=units if units in METRES_PER_UNIT else (first[0].units if first else "metres"),
+        timings=dict(found.timings),
+    )
+    result.verification = Verification(
+        found.inliers, max(int(found.inliers / max(found.fitness, 1e-12)), found.inliers),
+        1.5 * found.fine_voxel, found.contrast, worst_contrast=found.worst_contrast,
+    )  # fmt: skip
+    to_user_frame(result, origins)
+    centre = src.mean(axis=0) + origins[0]
+    rival_user = None
+    if rival is not None and reason.startswith("ambiguous"):
+        rival_user = rival.copy()
+        rival_user[:3, 3] += origins[1] - rival_user[:3, :3] @ origins[0]
+    features = dict(found.features, inside_ratio=max(extents) / min(extents))
+    score = 0.0 if reason else float(np.clip(1.0 - found.margin, 0.0, 1.0))
+    cand = Candidate(result, features, score)
+    result.verdict = Verdict(cand, not reason, reason, None, [cand], rival_user,
+                             centre, max(extents))  # fmt: skip
+    result.readings = [{"units": result.units, "object": False, "scale": 1.0,
+                        "inside": True, "best_score": round(score, 4)}]  # fmt: skip
+    result.timings["total"] = time.perf_counter() - start
+    logger.info("object in scene (%s inside %s, %.1fx): %s", names[1 if swapped else 0],
+                names[0 if swapped else 1], max(extents) / min(extents),
+                reason or "registered")  # fmt: skip
+    return result
