@@ -77,7 +77,50 @@ def register_auto(
     estimate is a :class:`~pcreg.registration.verdict.Candidate`; after each step one
     :func:`~pcreg.registration.verdict.judge` over all of them decides, and the search stops
     at the first registered verdict (``exhaustive``: never; every reading and step runs, for
-    the labelled verdict set)."""
+    the labelled verdict set).
+
+    A pair whose extents differ by more than
+    :data:`~pcreg.registration.inside.INSIDE_RATIO` (up to
+    :data:`~pcreg.registration.checks.MAX_INSIDE_RATIO`) is an object in a scene
+    (:func:`~pcreg.registration.inside.register_inside`) and only that; from
+    :data:`~pcreg.registration.inside.INSIDE_FALLBACK_RATIO` on it is searched so too
+    where the scene path refuses it or does not register it. Not with a named ``model``."""
+    from pcreg.registration.checks import MAX_INSIDE_RATIO
+    from pcreg.registration.inside import (
+        INSIDE_FALLBACK_RATIO,
+        INSIDE_RATIO,
+        inside_ratio,
+        register_inside,
+    )
+
+    ratio = inside_ratio(src, ref)
+    inside = pipe.model is None and not exhaustive and ratio <= MAX_INSIDE_RATIO
+    if inside and ratio > INSIDE_RATIO:  # an object in a scene, and nothing else
+        return register_inside(src, ref, names, origins, start, pipe.units)
+    try:
+        result = _register_scene(pipe, src, ref, names, origins, start, exhaustive)
+    except InputError:
+        if not (inside and ratio > INSIDE_FALLBACK_RATIO):
+            raise
+        return register_inside(src, ref, names, origins, start, pipe.units)
+    if inside and ratio > INSIDE_FALLBACK_RATIO and not result.registered:
+        found = register_inside(src, ref, names, origins, start, pipe.units)
+        if found.registered:
+            return found
+    return result
+
+
+def _register_scene(
+    pipe: Registration,
+    src: np.ndarray,
+    ref: np.ndarray,
+    names: tuple[str, str],
+    origins: np.ndarray,
+    start: float,
+    exhaustive: bool,
+) -> RegistrationResult:
+    """:func:`register_auto` for two scans of one scene (the module doc's readings and
+    steps)."""
     from pcreg.registration.verdict import (
         judge,
         load_verdict_model,
