@@ -30,7 +30,7 @@ from pathlib import Path
 
 from pcreg.errors import OutputExistsError, UnwritableOutputError
 
-__all__ = ["Terminated", "atomic_output", "check_writable", "signals_raise"]
+__all__ = ["Terminated", "atomic_output", "check_writable", "received_signal", "signals_raise"]
 
 _TEMP_MARK = "pcreg"
 
@@ -226,6 +226,18 @@ class Terminated(SystemExit):
         return f"terminated by {self.signame}"
 
 
+#: the signals that :func:`signals_raise` turned into :class:`Terminated`, latest last
+_RECEIVED: list[int] = []
+
+
+def received_signal() -> int | None:
+    """The last signal :func:`signals_raise` turned into :class:`Terminated` (within its latest
+    block on the main thread), or None. A library that catches the ``Terminated`` raised in its
+    own wait and raises a ``SystemExit`` of its own instead (Ray's ``ray.wait`` and ``ray.get``
+    turn it into ``SystemExit(1)``) loses the exit code; the caller finds the signal here."""
+    return _RECEIVED[-1] if _RECEIVED else None
+
+
 @contextlib.contextmanager
 def signals_raise() -> Iterator[None]:
     """Within the block, SIGTERM and SIGHUP raise :class:`Terminated` instead of killing the
@@ -241,8 +253,10 @@ def signals_raise() -> Iterator[None]:
     previous: dict[int, object] = {}
 
     def _raise(signum: int, _frame: object) -> None:
+        _RECEIVED.append(signum)
         raise Terminated(signum)
 
+    _RECEIVED.clear()
     try:
         for name in ("SIGTERM", "SIGHUP"):
             signum = getattr(signal, name, None)

@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None, served_here: bool = False) -> int:
     logging.getLogger("py.warnings").setLevel(logging.DEBUG if args.verbose else logging.ERROR)
     if sys.stdout is None:  # started with stdout closed (>&-): every command writes to it
         return _fail("error: stdout: standard output is closed", 2)
-    from pcreg._fs import Terminated, signals_raise
+    from pcreg._fs import Terminated, received_signal, signals_raise
 
     stdout = sys.stdout
     sys.stdout = _NamedStream(stdout, "stdout")  # a full or closed stdout names itself
@@ -95,6 +95,14 @@ def main(argv: list[str] | None = None, served_here: bool = False) -> int:
         return _fail("interrupted", 130)
     except Terminated as err:
         return _fail(str(err), int(err.code))
+    except SystemExit:
+        signum = received_signal()
+        if signum is None:
+            raise
+        # a library caught the Terminated and exited its own way (Ray's ray.wait / ray.get
+        # raise SystemExit(1) instead); the finally blocks have run all the same
+        terminated = Terminated(signum)
+        return _fail(str(terminated), int(terminated.code))
     except OSError as err:  # a user's file or stream: permissions, name too long, disk full
         if err.filename is not None or err.errno is not None:
             source = err.filename if err.filename is not None else _broken_stdout()

@@ -18,12 +18,15 @@ error.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
+import signal
 import socket
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -273,16 +276,36 @@ class RayRunner:
             kwargs: dict[str, Any] = {"log_to_driver": False, "logging_level": level}
             if address:
                 _check_reachable(address)
-                ray.init(address=address, **kwargs)
+                with _keep_sigterm_handler():
+                    ray.init(address=address, **kwargs)
             else:
-                ray.init(
-                    address="local",  # a new cluster, even if `ray start` ran here before
-                    num_cpus=workers or os.cpu_count() or 1,
-                    include_dashboard=False,
-                    object_store_memory=1 << 30,
-                    _system_config=LOCAL_SYSTEM_CONFIG,
-                    **kwargs,
-                )
+                try:
+                    with _keep_sigterm_handler():
+                        ray.init(
+                            address="local",  # a new cluster, even if `ray start` ran here
+                            num_cpus=workers or os.cpu_count() or 1,
+                            include_dashboard=False,
+                            object_store_memory=1 << 30,
+                            _system_config=LOCAL_SYSTEM_CONFIG,
+                            **kwargs,
+                        )
+                except BaseException:  # SIGTERM or Ctrl-C while it starts: stop what started
+                    self.close()
+                    raise
+        try:
+            self._connect(options, loaded)
+        except BaseException:  # a bad model, or a signal: the cluster is not left running
+            self.close()
+            raise
+        logger.info(
+            "Ray: %s with %d CPUs, %d network(s) in the object store",
+            address or "a local cluster", self.cpus, len(self.networks),
+        )  # fmt: skip
+
+    def _connect(self, options: BatchOptions, loaded: dict[str, LoadedNetwork] | None) -> None:
+        """The cluster's CPUs, the networks in its object store, the task functions."""
+        import ray
+
         self.cpus = int(ray.cluster_resources().get("CPU", 1))
         names: list[str] = []
         if options.method != "fpfh-ransac":
@@ -295,10 +318,6 @@ class RayRunner:
         }
         self._file_task = ray.remote(num_cpus=1, max_retries=1)(register_file)
         self._array_task = ray.remote(num_cpus=1, max_retries=1)(register_arrays)
-        logger.info(
-            "Ray: %s with %d CPUs, %d network(s) in the object store",
-            address or "a local cluster", self.cpus, len(self.networks),
-        )  # fmt: skip
 
     @staticmethod
     def _shipped() -> list[str]:
@@ -335,7 +354,8 @@ class RayRunner:
     def close(self) -> None:
         import ray
 
-        if self._started and ray.is_initialized():
+        if self._started:  # also a cluster whose ray.init was interrupted half-way
+            self._started = False
             ray.shutdown()
 
     def __enter__(self) -> RayRunner:
@@ -343,6 +363,37 @@ class RayRunner:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+@contextlib.contextmanager
+def _keep_sigterm_handler() -> Iterator[None]:
+    """``ray.init`` with this process's SIGTERM handler kept.
+
+    ``ray.init`` takes SIGTERM over: while it connects, ``sys.exit(15)``; for a local cluster,
+    its node's handler (stop the cluster, ``sys.exit(1)``); and the C++ core worker's failure
+    handler, which prints a stack dump (``*** SIGTERM received ...``) before dying. ``pcreg``
+    answers SIGTERM with exit 143 and one line (:func:`pcreg._fs.signals_raise`, whose
+    ``Terminated`` unwinds through :meth:`RayRunner.close`), and a library caller keeps its own
+    handler: Ray's Python handlers are not installed, and the handler in place before (at
+    the C level too) is put back afterwards. A SIGTERM in the last moments of ``ray.init``,
+    after the core worker started and before it returns, still meets the C++ handler.
+    """
+    on_main = threading.current_thread() is threading.main_thread()
+    before = signal.getsignal(signal.SIGTERM) if on_main else None
+    try:
+        from ray._private import utils as ray_utils
+    except ImportError:  # Ray's layout changed: its handlers are replaced afterwards only
+        ray_utils = None
+    install = getattr(ray_utils, "set_sigterm_handler", None)
+    if install is not None:
+        ray_utils.set_sigterm_handler = lambda handler: None
+    try:
+        yield
+    finally:
+        if install is not None:
+            ray_utils.set_sigterm_handler = install
+        if before is not None:
+            signal.signal(signal.SIGTERM, before)
 
 
 def failed_row(pair: ManifestPair, error: BaseException) -> dict:

@@ -1,0 +1,142 @@
+"""SIGTERM and SIGKILL of a working command (issue #42, "Safety").
+
+SIGTERM while ``register``, ``batch`` or ``odometry`` works: exit 143, one line on stderr
+(``pcreg: terminated by SIGTERM``: no traceback, no C++ stack dump of Ray's), no temporary
+output left, and no process of a local Ray cluster left behind.
+
+The clouds are generated rooms and the model the tiny random one (``tiny_checkpoint``): each
+pair takes a few seconds, long enough to be interrupted mid-work.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SCANS = 4
+
+
+@pytest.fixture(scope="module")
+def rooms(tmp_path_factory) -> list[Path]:
+    """Four generated room crops as PLY files (a scan sequence, and two manifest pairs)."""
+    from pcreg.demo import _room_pair
+    from pcreg.io import write_points
+
+    root = tmp_path_factory.mktemp("rooms")
+    paths = []
+    for k in range(SCANS // 2):
+        src, ref, _ = _room_pair(k)
+        for name, cloud in ((f"src{k}.ply", src), (f"ref{k}.ply", ref)):
+            write_points(root / name, cloud)
+            paths.append(root / name)
+    return paths
+
+
+def _start(*args: str) -> subprocess.Popen:
+    env = {**os.environ, "PCREG_NO_SERVER": "1", "RAY_USAGE_STATS_ENABLED": "0"}
+    return subprocess.Popen(
+        [sys.executable, "-m", "pcreg", *args], cwd=REPO, env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+
+def _wait_until(proc: subprocess.Popen, working, timeout: float = 240) -> list[psutil.Process]:
+    """Poll until ``working(process, descendants)``; the descendants at that moment."""
+    me = psutil.Process(proc.pid)
+    deadline = time.monotonic() + timeout
+    while True:
+        if proc.poll() is not None:
+            _, err = proc.communicate()
+            pytest.fail(f"finished (rc {proc.returncode}) before it was signalled:\n{err[-3000:]}")
+        assert time.monotonic() < deadline, "never got to work"
+        try:
+            family = me.children(recursive=True)
+            if working(me, family):
+                return family
+        except psutil.Error:
+            pass
+        time.sleep(0.05)
+
+
+def _registering_on_ray(_me: psutil.Process, family: list[psutil.Process]) -> bool:
+    """A Ray worker runs a pair (Ray titles it after its task)."""
+    return any(p.name().startswith("ray::register_file") for p in family)
+
+
+def _gone(family: list[psutil.Process], timeout: float) -> list[psutil.Process]:
+    """The processes of ``family`` still running (zombies count as gone) after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        left = []
+        for p in family:
+            try:
+                if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
+                    left.append(p)
+            except psutil.Error:
+                continue
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.1)
+
+
+def _check_terminated(proc: subprocess.Popen) -> None:
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 143, stderr[-3000:]
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert lines == ["pcreg: terminated by SIGTERM"], stderr[-3000:]
+    for text in ("Traceback", "Stack trace", "SIGTERM received", "logging.cc"):
+        assert text not in stderr
+
+
+def _temporaries(directory: Path) -> list[str]:
+    return [p.name for p in directory.iterdir() if ".pcreg-" in p.name]
+
+
+def test_sigterm_during_register_exits_143_with_one_line(rooms, tiny_checkpoint, tmp_path):
+    out = tmp_path / "aligned.ply"
+    proc = _start("register", str(rooms[0]), str(rooms[1]), "--model", str(tiny_checkpoint),
+                  "--out", str(out))  # fmt: skip
+
+    def registering(me: psutil.Process, _family) -> bool:  # past the imports and the reads
+        times = me.cpu_times()
+        return times.user + times.system > 2.5
+
+    _wait_until(proc, registering)
+    _check_terminated(proc)
+    assert not out.exists() and _temporaries(tmp_path) == []
+
+
+@pytest.mark.ray
+def test_sigterm_during_batch_exits_143_and_stops_its_cluster(rooms, tiny_checkpoint, tmp_path):
+    manifest = tmp_path / "pairs.jsonl"
+    rows = [{"id": f"p{k}", "src": str(rooms[2 * k]), "ref": str(rooms[2 * k + 1])}
+            for k in range(SCANS // 2)]  # fmt: skip
+    manifest.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "out"
+    proc = _start("batch", str(manifest), "--out", str(out), "--model", str(tiny_checkpoint),
+                  "--workers", "2")  # fmt: skip
+    family = _wait_until(proc, _registering_on_ray)
+    _check_terminated(proc)
+    assert _gone(family, timeout=5) == []  # the cluster stopped before the exit
+    assert not (out / "summary.json").exists() and _temporaries(out) == []
+
+
+@pytest.mark.ray
+def test_sigterm_during_odometry_exits_143_and_stops_its_cluster(rooms, tiny_checkpoint, tmp_path):
+    poses = tmp_path / "poses.txt"
+    proc = _start("odometry", *map(str, rooms), "--model", str(tiny_checkpoint), "--workers",
+                  "2", "--out", str(poses))  # fmt: skip
+    family = _wait_until(proc, _registering_on_ray)
+    _check_terminated(proc)
+    assert _gone(family, timeout=5) == []
+    assert not poses.exists() and _temporaries(tmp_path) == []
