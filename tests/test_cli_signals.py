@@ -2,7 +2,9 @@
 
 SIGTERM while ``register``, ``batch`` or ``odometry`` works: exit 143, one line on stderr
 (``pcreg: terminated by SIGTERM``: no traceback, no C++ stack dump of Ray's), no temporary
-output left, and no process of a local Ray cluster left behind.
+output left, and no process of a local Ray cluster left behind. SIGKILL of the driver of
+``batch`` / ``odometry``: the local cluster it started goes with it within seconds
+(:mod:`pcreg.batch.reaper`), and a cluster given by address is never touched.
 
 The clouds are generated rooms and the model the tiny random one (``tiny_checkpoint``): each
 pair takes a few seconds, long enough to be interrupted mid-work.
@@ -140,3 +142,29 @@ def test_sigterm_during_odometry_exits_143_and_stops_its_cluster(rooms, tiny_che
     _check_terminated(proc)
     assert _gone(family, timeout=5) == []
     assert not poses.exists() and _temporaries(tmp_path) == []
+
+
+@pytest.mark.ray
+@pytest.mark.parametrize("command", ["batch", "odometry"])
+def test_sigkill_of_the_driver_takes_its_local_cluster_along(
+    rooms, tiny_checkpoint, tmp_path, command
+):
+    """Ray's agents (``ray::DashboardAgent``, ``ray::RuntimeEnvAgent``) outlived a killed
+    driver by about a minute, and were what a hostile run found left behind."""
+    if command == "batch":
+        manifest = tmp_path / "pairs.jsonl"
+        manifest.write_text(
+            "".join(json.dumps({"src": str(rooms[2 * k]), "ref": str(rooms[2 * k + 1])}) + "\n"
+                    for k in range(SCANS // 2))
+        )  # fmt: skip
+        args = ["batch", str(manifest), "--out", str(tmp_path / "out")]
+    else:
+        args = ["odometry", *map(str, rooms)]
+    proc = _start(*args, "--model", str(tiny_checkpoint), "--workers", "2")
+    family = _wait_until(proc, _registering_on_ray)
+    names = {p.name() for p in family}
+    assert {"raylet", "ray::DashboardAgent", "ray::RuntimeEnvAgent"} <= names, names
+    proc.kill()
+    proc.communicate(timeout=60)
+    left = _gone(family, timeout=10)
+    assert left == [], [(p.pid, p.name()) for p in left]

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from pcreg.batch.reaper import ClusterReaper
 from pcreg.errors import InputError
 
 if TYPE_CHECKING:
@@ -251,7 +252,9 @@ class RayRunner:
         workers: CPUs of the local cluster (default: all cores); ignored for an existing one.
         loaded: networks the caller has already loaded, by model name (not loaded again).
 
-    Use as a context manager or call :meth:`close` (which stops a cluster started here).
+    Use as a context manager or call :meth:`close` (which stops a cluster started here). A
+    local cluster started here also goes when this process is killed outright
+    (:mod:`pcreg.batch.reaper`); a cluster given by address is only ever disconnected from.
     """
 
     def __init__(
@@ -269,6 +272,7 @@ class RayRunner:
         if workers is not None and workers < 1:
             raise InputError("workers", f"must be at least 1, got {workers}")
         self._started = not ray.is_initialized()
+        self._reaper: ClusterReaper | None = None
         if self._started:
             # Ray's own notes (its token authentication, start-up) only when we log at DEBUG:
             # the command line's stderr holds pcreg's warnings and one-line errors
@@ -279,6 +283,10 @@ class RayRunner:
                 with _keep_sigterm_handler():
                     ray.init(address=address, **kwargs)
             else:
+                # a local cluster dies with this process, even one killed outright
+                self._reaper = ClusterReaper.start()
+                if self._reaper is not None:
+                    kwargs["_temp_dir"] = self._reaper.temp_dir
                 try:
                     with _keep_sigterm_handler():
                         ray.init(
@@ -354,9 +362,14 @@ class RayRunner:
     def close(self) -> None:
         import ray
 
-        if self._started:  # also a cluster whose ray.init was interrupted half-way
-            self._started = False
-            ray.shutdown()
+        try:
+            if self._started:  # also a cluster whose ray.init was interrupted half-way
+                self._started = False
+                ray.shutdown()
+        finally:
+            if self._reaper is not None:  # whatever of the local cluster is left goes now
+                self._reaper.close()
+                self._reaper = None
 
     def __enter__(self) -> RayRunner:
         return self
