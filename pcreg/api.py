@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from pcreg.io import read_points, validate_points, xyz_columns
+from pcreg.io import ReadInfo, read_points, validate_points, xyz_columns
 from pcreg.registration.checks import check_counts
 from pcreg.registration.pipeline import METHODS, MIN_POINTS, Registration, TooFewPointsError
 from pcreg.registration.result import RegistrationResult
@@ -44,15 +44,17 @@ def as_points(cloud: Any, name: str, infos: list | None = None) -> np.ndarray:
     An array or tensor may have more than 3 columns, e.g. a KITTI scan's ``(N, 4)`` x, y, z,
     intensity: the first 3 are the coordinates and the others are ignored, with a note at
     INFO (:func:`pcreg.io.xyz_columns`). Fewer than 3 columns, or not 2-D, is a
-    :class:`~pcreg.errors.ShapeError`. ``infos``: gets what reading did (a
-    :class:`~pcreg.io.ReadInfo` for a file: the invalid points dropped; None otherwise)."""
+    :class:`~pcreg.errors.ShapeError`.
+
+    Invalid points (NaN/Inf coordinates) are dropped, from a file as from an array, with a
+    warning that counts them (and says so when most of the cloud is invalid); a cloud with no
+    valid point is an :class:`~pcreg.errors.EmptyCloudError`. ``infos``: gets what reading
+    did, a :class:`~pcreg.io.ReadInfo` (``dropped_invalid``: the points dropped)."""
     if isinstance(cloud, (str, os.PathLike)):
         points, info = read_points(cloud, return_info=True)
         if infos is not None:
             infos.append(info)
         return points
-    if infos is not None:
-        infos.append(None)
     from pcreg.errors import InputError
 
     if type(cloud).__module__.startswith("torch"):  # a tensor (torch imported lazily)
@@ -63,10 +65,13 @@ def as_points(cloud: Any, name: str, infos: list | None = None) -> np.ndarray:
         # bfloat16 / float16 have no numpy twin: widened to float64 first
         cloud = cloud.detach().to("cpu").double().numpy()
     elif hasattr(cloud, "points") and not isinstance(cloud, np.ndarray):  # open3d PointCloud
-        return validate_points(np.asarray(cloud.points), name)
+        cloud = np.asarray(cloud.points)
     if isinstance(cloud, np.ndarray):  # (N, >3): the first 3 columns, noted at INFO
         cloud = xyz_columns(cloud, name)
-    return validate_points(cloud, name)
+    points = validate_points(cloud, name, nan_policy="drop")
+    if infos is not None:  # valid, so a sequence of len(cloud) rows
+        infos.append(ReadInfo(name, len(cloud), dropped_invalid=len(cloud) - len(points)))
+    return points
 
 
 def _network(model: str, device: str):
@@ -184,9 +189,11 @@ def register(
     support, ``result.reason`` why not.
 
     Raises:
-        InputError: unreadable / empty / non-finite input, too few points, identical points,
-            clouds whose scales differ by more than 10x, an estimated memory over
-            ``max_memory``, an unknown method or model.
+        InputError: unreadable or empty input, or one with no valid (finite) point, too few
+            points, identical points, clouds whose scales differ by more than 10x, an
+            estimated memory over ``max_memory``, an unknown method or model. (Invalid
+            points are dropped and counted in ``result.dropped_invalid``: see
+            :func:`as_points`.)
     """
     start = time.perf_counter()
     names = (
@@ -202,7 +209,7 @@ def register(
         units=units,
     )  # fmt: skip
     result = pipe(src_pts, ref_pts, names)
-    result.dropped_invalid = tuple(i.dropped_invalid if i is not None else 0 for i in infos)
+    result.dropped_invalid = (infos[0].dropped_invalid, infos[1].dropped_invalid)
     result.timings["load"] = time.perf_counter() - start - result.timings["total"]
     result.timings["total"] = time.perf_counter() - start
     return result

@@ -113,12 +113,41 @@ def test_bad_inputs_raise_clear_errors(room_pair, tiny_checkpoint):
         register(src, ref, "no/such/model.pt")
     with pytest.raises(InputError, match="src: point cloud is empty"):
         register(np.zeros((0, 3)), ref, "indoor", method="fpfh-ransac")
-    with pytest.raises(InputError, match="ref: 1 of"):
-        bad = ref.copy()
-        bad[5, 1] = np.nan
-        register(src, bad, "indoor", method="fpfh-ransac")
+    with pytest.raises(InputError, match="ref: no valid points: all 500 are invalid"):
+        register(src, np.full((500, 3), np.nan), "indoor", method="fpfh-ransac")
     with pytest.raises(InputError, match="voxel_size: must be a positive"):
         register(src, ref, "indoor", method="fpfh-ransac", voxel_size=-1)
+
+
+@pytest.mark.parametrize("kind", ["numpy", "torch", "open3d"])
+def test_invalid_rows_of_arrays_are_dropped_counted_and_warned(room_pair, caplog, kind):
+    """NaN/Inf rows of an in-memory cloud are dropped and counted in ``dropped_invalid``, as a
+    file's are, with a warning each; a cloud that is mostly invalid says so."""
+    import logging
+
+    src, ref, gt = room_pair
+    src, ref = src.astype(np.float64), ref.astype(np.float64)
+    rows = np.random.default_rng(0).permutation(len(src))
+    src[rows[:7], 1] = np.nan
+    mostly = 10 * len(ref)  # the reference's valid points are 1 in 11: under 10 %
+    ref = np.vstack([ref, np.full((mostly, 3), np.inf)])
+
+    def kind_of(points):
+        if kind == "torch":
+            return torch.from_numpy(points)
+        if kind == "open3d":
+            return o3d.geometry.PointCloud(o3d.utility.Vector3dVector(points))
+        return points
+
+    with caplog.at_level(logging.WARNING, logger="pcreg"):
+        res = register(kind_of(src), kind_of(ref), "indoor", method="fpfh-ransac")
+    assert res.dropped_invalid == (7, mostly)
+    assert res.to_dict()["dropped_invalid"] == [7, mostly]
+    assert f"src: dropped 7 of {len(src)} points as invalid (7 with NaN/Inf" in caplog.text
+    assert f"ref: most of the cloud is invalid: only {len(ref) - mostly} of {len(ref)}" in (
+        caplog.text
+    )
+    assert res.registered and res.errors(gt, src[np.isfinite(src).all(axis=1)])["rre_deg"] < 5
 
 
 def test_a_kitti_scan_array_gives_its_first_three_columns(room_pair, caplog):

@@ -97,8 +97,8 @@ class RegistrationResult:
     rejected: str = ""
     verdict: Verdict | None = field(default=None, repr=False)
     readings: list[dict[str, Any]] = field(default_factory=list)
-    #: invalid points (NaN/Inf, or marked invalid by the format) dropped when the source and
-    #: the reference files were read
+    #: invalid points (NaN/Inf, or marked invalid by a file's format) dropped from the source
+    #: and the reference, files and arrays alike
     dropped_invalid: tuple[int, int] = (0, 0)
 
     def __post_init__(self) -> None:
