@@ -473,3 +473,96 @@ def test_a_las_header_claiming_more_points_than_the_file_holds_is_refused_fast(t
     with pytest.raises(CorruptFileError, match="declares 4294967295 points"):
         read_points(path)
     assert time.perf_counter() - start < 2.0
+
+
+def _garbage_las(path, variant: str) -> str:
+    """Write a small hostile LAS/LAZ file at ``path``; the words its refusal must say."""
+    import io as bytes_io
+
+    import laspy
+
+    rng = np.random.default_rng(42)
+    if variant == "random":
+        path.write_bytes(rng.bytes(404))
+        return "no LASF signature"
+    if variant == "lasf+random":
+        path.write_bytes(b"LASF" + rng.bytes(400))
+        return "LAS version"
+    version, fmt = ("1.4", 6) if variant.startswith("evlr") else ("1.2", 3)
+    las = laspy.create(point_format=fmt, file_version=version)
+    las.header.scales = [1e-3] * 3
+    las.x, las.y, las.z = rng.uniform(0, 10, (50, 3)).T
+    buffer = bytes_io.BytesIO()
+    las.write(buffer, do_compress=variant == "chunks")
+    data = bytearray(buffer.getvalue())
+    if variant == "vlrs":  # 2^31 - 1 VLRs: laspy looped over them
+        data[100:104] = struct.pack("<I", 2**31 - 1)
+    elif variant == "point-offset":  # the points at 4 GiB: laspy read (and allocated) that
+        data[96:100] = struct.pack("<I", 2**32 - 1)
+    elif variant == "header-size":
+        data[94:96] = struct.pack("<H", 65535)
+    elif variant == "evlrs":  # 2^32 - 1 EVLRs from the point data on
+        data[235:247] = struct.pack("<QI", 375, 2**32 - 1)
+    elif variant == "evlr-length":  # one EVLR of 2^62 bytes at the end
+        data[235:247] = struct.pack("<QI", len(data), 1)
+        data += b"\0" * 20 + struct.pack("<Q", 2**62) + b"\0" * 32
+    elif variant == "chunks":  # a LAZ chunk table declaring 2^32 - 1 chunks
+        (table,) = struct.unpack_from("<q", data, struct.unpack_from("<I", data, 96)[0])
+        data[table + 4 : table + 8] = struct.pack("<I", 2**32 - 1)
+    if variant not in ("evlr-length", "chunks"):  # (a LAZ file's table is at its end)
+        data = data[:404] + bytearray(rng.bytes(max(0, 404 - len(data))))
+    path.write_bytes(bytes(data))
+    return {
+        "vlrs": "VLRs, more than",
+        "point-offset": "truncated or corrupt",
+        "header-size": "truncated or corrupt",
+        "evlrs": "EVLRs from byte 375",
+        "evlr-length": "EVLR 0 of 1 ends past the end",
+        "chunks": "chunk table declares 4294967295 chunks",
+    }[variant]
+
+
+@pytest.mark.parametrize(
+    "variant",
+    ["random", "lasf+random", "vlrs", "point-offset", "header-size", "evlrs", "evlr-length",
+     "chunks"],
+)  # fmt: skip
+def test_garbage_las_is_refused_at_once_in_one_line(tmp_path, variant):
+    """A few hundred bytes of garbage named ``x.las`` (issue #42): refused with exit 2 and one
+    line, in well under a second and some 50 MB (measured: 0.20-0.27 s wall, 46 MB peak
+    for the whole command). Before, laspy looped over 2^31 declared VLRs or read the declared
+    lengths: over 120 s and 2.4-3.6 GB, and a LAZ chunk table of 2^32 chunks aborted the
+    process with a Rust out-of-memory backtrace. Bounds here: 10 s, 500 MB."""
+    import os
+    import subprocess
+    import sys
+    import threading
+    import time
+
+    pytest.importorskip("laspy")
+    path = tmp_path / ("x.laz" if variant == "chunks" else "x.las")
+    if variant == "chunks":
+        pytest.importorskip("lazrs")
+    words = _garbage_las(path, variant)
+    ref = tmp_path / "ref.npy"
+    np.save(ref, utm_cloud(200))
+    env = {**os.environ, "PCREG_NO_SERVER": "1"}
+    start = time.monotonic()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pcreg", "register", str(path), str(ref)], env=env,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    timer = threading.Timer(10, proc.kill)
+    timer.start()
+    try:
+        stderr = proc.stderr.read()
+        _, status, usage = os.wait4(proc.pid, 0)
+    finally:
+        timer.cancel()
+    elapsed = time.monotonic() - start
+    assert os.waitstatus_to_exitcode(status) == 2, (elapsed, stderr[-2000:])
+    lines = stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"pcreg: error: {path}: "), stderr[-2000:]
+    assert words in lines[0] and "MemoryError" not in lines[0]
+    assert elapsed < 10
+    assert usage.ru_maxrss < 500 * 1024  # KiB
