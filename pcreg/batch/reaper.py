@@ -24,6 +24,7 @@ Linux only (it reads ``/proc``); elsewhere there is no watchdog and Ray's own cl
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import secrets
 import signal
@@ -32,6 +33,8 @@ import sys
 import time
 
 __all__ = ["ClusterReaper", "cluster_processes", "reap"]
+
+logger = logging.getLogger(__name__)
 
 #: the longest cluster directory used: Ray's socket paths under it must stay within the
 #: 107 bytes of a Unix socket address (``<dir>/session_<date>_<time>_<pid>/sockets/<name>``)
@@ -117,11 +120,18 @@ class ClusterReaper:
     def start(cls) -> ClusterReaper | None:
         if not (sys.platform.startswith("linux") and os.path.isdir("/proc/self/fd")):
             return None
+        if not sys.executable:  # an embedded interpreter: nothing to run the watchdog with
+            return None
         root = os.environ.get("RAY_TMPDIR") or os.environ.get("TMPDIR") or "/tmp"
         temp_dir = os.path.join(os.path.abspath(root), "ray", f"pcreg-{secrets.token_hex(8)}")
         if len(temp_dir) > _MAX_DIR:
+            logger.debug("no watchdog for the Ray cluster: %s is too long a directory", temp_dir)
             return None
-        return cls(temp_dir)
+        try:
+            return cls(temp_dir)
+        except OSError as err:  # no process to spare: Ray's own clean-up alone
+            logger.debug("no watchdog for the Ray cluster: %s", err)
+            return None
 
     def close(self, timeout: float = 10.0) -> None:
         """Close the pipe: the watchdog terminates what is left of the cluster and exits

@@ -280,15 +280,15 @@ class RayRunner:
             kwargs: dict[str, Any] = {"log_to_driver": False, "logging_level": level}
             if address:
                 _check_reachable(address)
-                with _keep_sigterm_handler():
-                    ray.init(address=address, **kwargs)
-            else:
-                # a local cluster dies with this process, even one killed outright
+            else:  # a local cluster dies with this process, even one killed outright
                 self._reaper = ClusterReaper.start()
                 if self._reaper is not None:
                     kwargs["_temp_dir"] = self._reaper.temp_dir
-                try:
-                    with _keep_sigterm_handler():
+            try:
+                with _keep_sigterm_handler():
+                    if address:
+                        ray.init(address=address, **kwargs)
+                    else:
                         ray.init(
                             address="local",  # a new cluster, even if `ray start` ran here
                             num_cpus=workers or os.cpu_count() or 1,
@@ -297,9 +297,9 @@ class RayRunner:
                             _system_config=LOCAL_SYSTEM_CONFIG,
                             **kwargs,
                         )
-                except BaseException:  # SIGTERM or Ctrl-C while it starts: stop what started
-                    self.close()
-                    raise
+            except BaseException:  # SIGTERM or Ctrl-C while it starts: stop what started
+                self.close()
+                raise
         try:
             self._connect(options, loaded)
         except BaseException:  # a bad model, or a signal: the cluster is not left running
