@@ -4,6 +4,9 @@
 >>> result = pcreg.register("src.ply", "ref.ply", model="indoor")    # doctest: +SKIP
 >>> result.transform                  # (4, 4): maps source points into the reference frame
 
+:func:`map` places many scans in one frame (multiway registration over a pose graph,
+:mod:`pcreg.mapping`).
+
 Inputs may be file paths (any format :func:`pcreg.io.read_points` reads), ``(N, 3)`` numpy
 arrays, torch tensors or Open3D point clouds, in metres. Two methods: the learned network
 (``"geotransformer"``, shipped weights or any checkpoint) and Open3D's FPFH + RANSAC
@@ -31,6 +34,7 @@ __all__ = [
     "TooFewPointsError",
     "as_points",
     "load_model",
+    "map",
     "pipeline",
     "register",
     "register_points",
@@ -244,3 +248,86 @@ def register_points(
         units=units,
     )
     return pipe(src_pts, ref_pts, names)
+
+
+def map(  # the package's verb, pcreg.map(scans); the builtin is not used in this module
+    scans: Any,
+    out: str | os.PathLike[str] | None = None,
+    model: str | os.PathLike[str] | None = None,
+    *,
+    method: str = "auto",
+    icp: bool = True,
+    voxel_size: float | None = None,
+    sequence: bool = False,
+    candidates: str = "all",
+    neighbours: int = 5,
+    workers: int | None = None,
+    address: str | None = None,
+    max_memory: int | str | None = None,
+    nan_policy: str = "drop",
+    map_voxel: float | None = None,
+    overwrite: bool = False,
+    progress: bool = False,
+):
+    """Place many scans in one frame: register candidate pairs, keep the edges a pose graph
+    finds consistent, and give every scan ``T_world_scan`` (:mod:`pcreg.mapping`).
+
+    Args:
+        scans: a sequence of scans (paths in any format :func:`pcreg.io.read_points` reads,
+            ``(N, 3)`` arrays / tensors, Open3D clouds), or one string or path naming a
+            directory of point files or a glob pattern; at least two scans.
+        out: a directory to write ``poses.txt``, ``poses.txt.json``, ``map.ply``,
+            ``map.png`` and ``report.html`` into (:mod:`pcreg.mapping.outputs`); None:
+            write nothing.
+        model, method, icp, voxel_size, max_memory: the registration of every pair, as for
+            :func:`register` (default ``method="auto"``: any unit, objects included).
+        sequence: the scans are in time order: consecutive pairs and loop closure candidates
+            instead of an unordered set.
+        candidates: ``"all"`` pairs, or ``"knn"``: each scan's ``neighbours`` best partners
+            by a cheap FPFH overlap score (:mod:`pcreg.mapping.candidates`).
+        workers, address: the pairs run on Ray (a local cluster of ``workers`` CPUs, default
+            all cores, or the cluster at ``address``); ``workers=1``: in this process.
+        nan_policy: :func:`pcreg.io.read_points`'s, for scans given as files.
+        map_voxel: the voxel of ``map.ply`` in input units (default the registrations').
+        overwrite: replace existing files in ``out``.
+        progress: a progress bar over the pairs.
+
+    Returns:
+        A :class:`~pcreg.mapping.MapResult`: ``poses (K, 4, 4)`` ``T_world_scan`` in the
+        order given, the world being the first scan's frame (``result.reference`` says
+        otherwise when the first scan could not be placed), NaN for an unplaced scan
+        (``result.unplaced`` says why); ``result.edges`` every candidate with its verdict
+        and whether the graph kept it.
+
+    Raises:
+        InputError: fewer than two scans, an unreadable scan, a pair the pipeline refuses, an
+            existing output without ``overwrite``.
+    """
+    from pcreg.batch.runner import BatchOptions
+    from pcreg.io_formats.listing import scan_list
+    from pcreg.mapping import build_map, write_map
+    from pcreg.mapping.outputs import check_out_dir
+
+    if isinstance(scans, (str, os.PathLike)):
+        scans = scan_list([scans])
+    names, clouds = [], []
+    for k, scan in enumerate(scans):
+        if isinstance(scan, (str, os.PathLike)):
+            names.append(os.fspath(scan))
+            clouds.append(read_points(scan, nan_policy=nan_policy))
+        else:
+            names.append(f"scan {k}")
+            clouds.append(as_points(scan, f"scan {k}"))
+    if out is not None:  # an existing output is refused before any registration runs
+        check_out_dir(out, overwrite=overwrite)
+    options = BatchOptions(
+        None if model is None else os.fspath(model), method, icp, voxel_size,
+        max_memory=max_memory, nan_policy=nan_policy,
+    )  # fmt: skip
+    result = build_map(
+        clouds, names, options=options, sequence=sequence, candidates=candidates,
+        neighbours=neighbours, workers=workers, address=address, progress=progress,
+    )  # fmt: skip
+    if out is not None:
+        write_map(out, result, clouds, voxel=map_voxel, overwrite=overwrite)
+    return result

@@ -34,13 +34,27 @@ def build_parser() -> argparse.ArgumentParser:
         train,
         view,
     )
+    from pcreg.commands import (
+        map as map_command,
+    )
 
     parser = argparse.ArgumentParser(prog="pcreg", description="3-D point-cloud registration.")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging on stderr")
     sub = parser.add_subparsers(dest="command", required=True)
     # the order of the help listing: benchmark, register, batch, manifest, odometry, view,
-    # demo, vit, detr, train, evaluate, evaluate-log
-    for command in (benchmark, register, batch, odometry, view, demo, train, evaluate, serve):
+    # demo, vit, detr, train, evaluate, evaluate-log (map after odometry)
+    for command in (
+        benchmark,
+        register,
+        batch,
+        odometry,
+        map_command,
+        view,
+        demo,
+        train,
+        evaluate,
+        serve,
+    ):
         command.add_parser(sub)
     return parser
 

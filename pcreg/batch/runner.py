@@ -347,6 +347,21 @@ class RayRunner:
             )
         return ray.get([refs[i] for i in range(len(pairs))])
 
+    def submit_arrays(
+        self, clouds: Sequence[np.ndarray], pairs: Sequence[tuple[int, int]]
+    ) -> dict[Any, int]:
+        """Start the tasks of in-memory pairs ``(src, ref)`` of indices into ``clouds`` (each
+        cloud put in the object store once, however many pairs use it), largest first:
+        ``{ObjectRef: position in pairs}``; each ref gives a :class:`RegistrationResult`."""
+        import ray
+
+        stored = {k: ray.put(np.asarray(clouds[k])) for k in {k for pair in pairs for k in pair}}
+        out = {}
+        for n in largest_first([len(clouds[i]) + len(clouds[j]) for i, j in pairs]):
+            i, j = pairs[n]
+            out[self._array_task.remote(stored[i], stored[j], self.options, self.networks)] = n
+        return out
+
     def submit(self, pairs: Sequence[ManifestPair]) -> dict[Any, ManifestPair]:
         """Start the tasks of manifest pairs, largest files first: ``{ObjectRef: pair}``."""
 

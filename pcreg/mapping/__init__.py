@@ -1,0 +1,32 @@
+"""Multiway registration: a map from many scans (``pcreg map``, :func:`pcreg.map`).
+
+One concept per module: :mod:`~pcreg.mapping.candidates` (which pairs to register),
+:mod:`~pcreg.mapping.edges` (their registrations and information matrices),
+:mod:`~pcreg.mapping.graph` (the pose graph: which edges agree, the poses),
+:mod:`~pcreg.mapping.build` (the three in order: :func:`build_map`) and
+:mod:`~pcreg.mapping.outputs` (poses, sidecar, merged map, picture, report).
+"""
+
+from pcreg.mapping.build import CONVENTION, MapResult, build_map
+from pcreg.mapping.candidates import CANDIDATES, candidate_pairs, overlap_scores
+from pcreg.mapping.edges import Edge, information_matrix, register_edges
+from pcreg.mapping.graph import GraphOptions, GraphResult, optimise_graph
+from pcreg.mapping.outputs import OUTPUT_NAMES, output_paths, write_map
+
+__all__ = [
+    "CANDIDATES",
+    "CONVENTION",
+    "OUTPUT_NAMES",
+    "Edge",
+    "GraphOptions",
+    "GraphResult",
+    "MapResult",
+    "build_map",
+    "candidate_pairs",
+    "information_matrix",
+    "optimise_graph",
+    "output_paths",
+    "overlap_scores",
+    "register_edges",
+    "write_map",
+]

@@ -1,0 +1,156 @@
+"""A map from many scans: candidate pairs, their registrations, the pose graph, the poses.
+
+:func:`build_map` runs the three steps (:mod:`~pcreg.mapping.candidates`,
+:mod:`~pcreg.mapping.edges`, :mod:`~pcreg.mapping.graph`) and returns a :class:`MapResult`:
+``T_world_scan`` for every scan in the order given, the world being the first scan's frame
+(or, when the first scan has no kept edge, the reference the result names), NaN for a scan
+the graph could not place.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from pcreg.errors import InputError
+from pcreg.mapping.candidates import candidate_pairs
+from pcreg.mapping.edges import Edge, register_edges
+from pcreg.mapping.graph import GraphOptions, optimise_graph
+
+__all__ = ["CONVENTION", "MapResult", "build_map"]
+
+logger = logging.getLogger(__name__)
+
+CONVENTION = (
+    "T_world_scan: maps points of each scan into the world frame, the frame of the reference "
+    "scan (the first scan given unless it could not be placed; see 'reference'); an unplaced "
+    "scan's pose is NaN (its poses.txt line is 12 'nan')"
+)
+
+
+@dataclass
+class MapResult:
+    """A map of ``K`` scans.
+
+    Attributes:
+        names: the scans' names (files, or ``scan k`` for arrays), in the order given.
+        poses: ``(K, 4, 4) float64`` ``T_world_scan`` in the input's units; NaN for an
+            unplaced scan.
+        placed: ``(K,) bool``.
+        reference: the scan whose frame is the world (0 unless scan 0 is unplaced).
+        unplaced: ``{scan index: why}``.
+        edges: every candidate :class:`~pcreg.mapping.edges.Edge` with its verdict and
+            whether the graph kept it.
+        sequence, candidates: how the candidate pairs were chosen.
+        units: the unit the pipeline read the scans in (the most common over the edges).
+        voxel: the median registration voxel of the registered edges, input units (the map's
+            default voxel).
+        scores: ``(K, K)`` overlap scores of ``"knn"`` candidates, or None.
+    """
+
+    names: list[str]
+    poses: np.ndarray
+    placed: np.ndarray
+    reference: int
+    unplaced: dict[int, str]
+    edges: list[Edge]
+    sequence: bool = False
+    candidates: str = "all"
+    units: str = "metres"
+    voxel: float = float("nan")
+    scores: np.ndarray | None = field(default=None, repr=False)
+
+    @property
+    def complete(self) -> bool:
+        """Every scan placed."""
+        return bool(self.placed.all())
+
+    @property
+    def metres_per_unit(self) -> float:
+        from pcreg.registration.scale import METRES_PER_UNIT
+
+        return METRES_PER_UNIT.get(self.units, 1.0)
+
+    def record(self) -> dict[str, Any]:
+        """The sidecar JSON: frame, convention, scans, every edge, the unplaced scans."""
+        return {
+            "frame": {"reference": self.reference, "scan": self.names[self.reference]},
+            "convention": CONVENTION,
+            "units": self.units,
+            "scans": self.names,
+            "placed": self.placed.tolist(),
+            "unplaced": [
+                {"scan": k, "name": self.names[k], "reason": why}
+                for k, why in sorted(self.unplaced.items())
+            ],
+            "candidates": {
+                "sequence": self.sequence,
+                "mode": self.candidates,
+                "pairs": len(self.edges),
+            },
+            "edges": [e.to_dict(self.names) for e in self.edges],
+            "poses": [
+                p.tolist() if ok else None for p, ok in zip(self.poses, self.placed, strict=True)
+            ],
+        }
+
+
+def build_map(
+    clouds: Sequence[np.ndarray],
+    names: Sequence[str] | None = None,
+    *,
+    options: Any = None,
+    sequence: bool = False,
+    candidates: str = "all",
+    neighbours: int = 5,
+    workers: int | None = None,
+    address: str | None = None,
+    graph: GraphOptions | None = None,
+    progress: bool = True,
+) -> MapResult:
+    """Register the candidate pairs of ``clouds`` and place the scans by the pose graph.
+
+    Args:
+        clouds: ``K >= 2`` scans ``(N_k, 3)`` float64, input units, each in its own frame.
+        names: their names (default ``scan k``).
+        options: the pipeline options of every pair (:class:`~pcreg.batch.runner.BatchOptions`;
+            default ``method="auto"``, the model chosen per pair).
+        sequence, candidates, neighbours: the candidate pairs
+            (:func:`~pcreg.mapping.candidates.candidate_pairs`).
+        workers, address: where the pairs run (:func:`~pcreg.mapping.edges.register_edges`).
+        graph: the graph's tolerances (:class:`~pcreg.mapping.graph.GraphOptions`).
+        progress: a progress bar over the pairs.
+
+    Raises:
+        InputError: fewer than two scans, a bad candidates choice, a pair the pipeline
+            refuses.
+    """
+    from pcreg.batch.runner import BatchOptions
+
+    if len(clouds) < 2:
+        raise InputError("scans", f"a map needs at least two scans, got {len(clouds)}")
+    names = [f"scan {k}" for k in range(len(clouds))] if names is None else list(names)
+    options = options or BatchOptions(method="auto")
+    pairs, scores = candidate_pairs(
+        clouds, sequence=sequence, candidates=candidates, neighbours=neighbours
+    )
+    logger.info("%d scans, %d candidate pairs (%s%s)", len(clouds), len(pairs), candidates,
+                ", sequence" if sequence else "")  # fmt: skip
+    edges = register_edges(
+        clouds, names, pairs, options, workers=workers, address=address, progress=progress
+    )
+    result = optimise_graph(clouds, edges, graph)
+    registered = [e for e in edges if e.registered]
+    units = max({e.units for e in registered} or {"metres"},
+                key=lambda u: sum(e.units == u for e in registered))  # fmt: skip
+    voxel = float(np.median([e.voxel for e in registered])) if registered else float("nan")
+    for k, why in sorted(result.unplaced.items()):
+        logger.warning("%s: not placed: %s", names[k], why)
+    return MapResult(
+        names, result.poses, result.placed, result.reference, result.unplaced, edges,
+        sequence, candidates, units, voxel, scores,
+    )  # fmt: skip

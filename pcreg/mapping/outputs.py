@@ -1,0 +1,180 @@
+"""The files of a map (``pcreg map --out DIR``), each written atomically; none replaces an
+existing file without ``overwrite``.
+
+- ``poses.txt``: KITTI layout, one line of 12 numbers (``T_world_scan``'s 3x4 rows) per
+  scan in the order given; an unplaced scan's line is 12 ``nan`` (the line count always
+  equals the scan count, so line k is scan k).
+- ``poses.txt.json``: the sidecar (as ``pcreg odometry``'s): frame (the reference scan),
+  convention, units, scans, every candidate edge with its verdict, information matrix,
+  residuals and whether the graph kept it, and the unplaced scans with the reason.
+- ``map.ply``: the placed scans merged in the world frame, thinned to one point per voxel
+  (the first scan's point wins, so colours stay pure), coloured by scan
+  (:func:`pcreg.viz.maps.scan_colors`), float64 binary PLY.
+- ``map.png``: two orthographic views with the graph's kept (black) and rejected (dashed
+  red) edges between the scans' centres (:func:`pcreg.viz.maps.save_map_png`).
+- ``report.html``: the same, in 3-D, offline (:func:`pcreg.viz.maps.write_map_report`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from pcreg._fs import atomic_output
+from pcreg.mapping.build import MapResult
+
+__all__ = ["OUTPUT_NAMES", "check_out_dir", "merged_map", "output_paths", "write_map"]
+
+#: the files of a map directory, by role
+OUTPUT_NAMES = {
+    "poses": "poses.txt",
+    "sidecar": "poses.txt.json",
+    "map": "map.ply",
+    "png": "map.png",
+    "report": "report.html",
+}
+
+
+def output_paths(out: str | os.PathLike[str]) -> dict[str, Path]:
+    """The output files of ``out`` by role (:data:`OUTPUT_NAMES`)."""
+    return {role: Path(out) / name for role, name in OUTPUT_NAMES.items()}
+
+
+def check_out_dir(out: str | os.PathLike[str], *, overwrite: bool = False) -> dict[str, Path]:
+    """Refuse, before any work, an ``out`` that is not a directory, an output file that exists
+    (without ``overwrite``) or cannot be written, or a missing ``out`` whose nearest existing
+    parent is not a writable directory. Creates nothing. Returns :func:`output_paths`.
+
+    Raises:
+        OutputExistsError, UnwritableOutputError: as :func:`pcreg._fs.check_writable`.
+    """
+    from pcreg._fs import check_writable
+    from pcreg.errors import UnwritableOutputError
+
+    out = Path(out)
+    paths = output_paths(out)
+    if out.exists() or out.is_symlink():
+        if not out.is_dir():
+            raise UnwritableOutputError(out, "--out must be a directory")
+        for path in paths.values():
+            check_writable(path, overwrite=overwrite)
+        return paths
+    parent = out.absolute().parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        raise UnwritableOutputError(out, f"cannot create the directory in {str(parent)!r}")
+    return paths
+
+
+def world_scans(result: MapResult, clouds: Sequence[np.ndarray]) -> list[np.ndarray | None]:
+    """Every scan moved into the world frame (``(N_k, 3)`` float64), None where unplaced."""
+    out: list[np.ndarray | None] = []
+    for cloud, pose, ok in zip(clouds, result.poses, result.placed, strict=True):
+        pts = np.asarray(cloud, np.float64)
+        out.append(pts @ pose[:3, :3].T + pose[:3, 3] if ok else None)
+    return out
+
+
+def merged_map(scans: Sequence[np.ndarray | None], voxel: float) -> tuple[np.ndarray, np.ndarray]:
+    """``(points (M, 3) float64, scan index (M,) int)``: the placed scans merged, one point
+    per ``voxel`` cube (the earliest scan's first point in it)."""
+    parts = [(np.asarray(s), k) for k, s in enumerate(scans) if s is not None and len(s)]
+    points = np.concatenate([p for p, _ in parts])
+    owner = np.concatenate([np.full(len(p), k) for p, k in parts])
+    keys = np.floor((points - points.min(0)) / voxel).astype(np.int64)
+    _, first = np.unique(keys, axis=0, return_index=True)
+    first.sort()
+    return points[first], owner[first]
+
+
+def write_map(
+    out: str | os.PathLike[str],
+    result: MapResult,
+    clouds: Sequence[np.ndarray],
+    *,
+    voxel: float | None = None,
+    overwrite: bool = False,
+    title: str = "",
+) -> dict[str, Path]:
+    """Write every file of a map into ``out`` (created if absent; see the module docstring).
+
+    Args:
+        out: the directory.
+        result: the map (:func:`~pcreg.mapping.build.build_map`).
+        clouds: its scans ``(N_k, 3)``, input units, in the order given.
+        voxel: the map's voxel, input units (default: the median registration voxel, or
+            1/200 of the map's diagonal when no edge registered).
+        overwrite: replace existing files.
+        title: the picture's and the report's title.
+
+    Returns:
+        The paths written, by role.
+
+    Raises:
+        OutputExistsError: a file exists and ``overwrite`` is False (checked for all of them
+            before any is written).
+        UnwritableOutputError: the directory cannot be created or written.
+    """
+    import open3d as o3d
+
+    from pcreg.errors import UnwritableOutputError
+    from pcreg.viz.maps import save_map_png, scan_colors, write_map_report
+
+    check_out_dir(out, overwrite=overwrite)
+    try:
+        Path(out).mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise UnwritableOutputError(out, f"cannot create the directory ({err.strerror})") from None
+    paths = check_out_dir(out, overwrite=overwrite)
+    rows = result.poses[:, :3, :4].reshape(len(result.poses), 12)  # NaN rows: unplaced
+    with atomic_output(paths["poses"], overwrite=overwrite) as tmp:
+        np.savetxt(tmp, rows, fmt="%.9e")
+        with atomic_output(paths["sidecar"], overwrite=overwrite) as side:
+            side.write_text(json.dumps(result.record(), indent=1) + "\n")
+    scans = world_scans(result, clouds)
+    if voxel is None:
+        voxel = result.voxel
+        if not np.isfinite(voxel):
+            placed = np.concatenate([s for s in scans if s is not None])
+            voxel = float(np.linalg.norm(np.ptp(placed, axis=0))) / 200 or 1.0
+    points, owner = merged_map(scans, voxel)
+    colors = scan_colors(len(clouds))
+    cloud = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(points))
+    cloud.colors = o3d.utility.Vector3dVector(colors[owner])
+    with atomic_output(paths["map"], overwrite=overwrite) as tmp:
+        if not o3d.io.write_point_cloud(str(tmp), cloud, write_ascii=False):
+            raise UnwritableOutputError(paths["map"], "Open3D could not write the PLY")
+    kept = [(e.src, e.ref) for e in result.edges if e.kept]
+    rejected = [(e.src, e.ref) for e in result.edges if e.registered and not e.kept]
+    labels = [os.path.basename(n) for n in result.names]
+    placed_count = int(result.placed.sum())
+    title = title or (
+        f"pcreg map: {placed_count} of {len(clouds)} scans placed, {len(kept)} edges kept, "
+        f"{len(rejected)} rejected"
+    )
+    unit = result.metres_per_unit
+    save_map_png(paths["png"], scans, kept, rejected, labels=labels, title=title, unit=unit,
+                 overwrite=overwrite)  # fmt: skip
+    facts = {
+        "world frame": f"scan {result.reference}: {result.names[result.reference]}",
+        "scans placed": f"{placed_count} of {len(clouds)}",
+        "unplaced": {result.names[k]: why for k, why in sorted(result.unplaced.items())} or "-",
+        "candidate pairs": f"{len(result.edges)} ({result.candidates}"
+        + (", sequence)" if result.sequence else ")"),
+        "registered": sum(e.registered for e in result.edges),
+        "kept by the graph": len(kept),
+        "rejected by the graph": {
+            f"{labels[e.src]} -> {labels[e.ref]}": e.rejected
+            for e in result.edges if e.registered and not e.kept
+        } or "-",
+        "units": result.units,
+        "map voxel": f"{voxel:g} (input units)",
+    }  # fmt: skip
+    write_map_report(paths["report"], scans, kept, rejected, labels=labels, facts=facts,
+                     title=title, unit=unit, overwrite=overwrite)  # fmt: skip
+    return paths

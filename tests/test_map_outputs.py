@@ -1,0 +1,136 @@
+"""``pcreg map``'s files (:mod:`pcreg.mapping.outputs`) and command line: poses.txt with a
+NaN line for an unplaced scan, the sidecar, the merged map coloured by scan, the picture and
+the report; argument and output errors as one line, exit 2, nothing created. The end-to-end
+run registers three Stanford bunny views (skipped without ``../shared``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pcreg.cli import main
+from pcreg.mapping.build import MapResult
+from pcreg.mapping.edges import Edge, information_matrix
+from pcreg.mapping.graph import optimise_graph
+from pcreg.mapping.outputs import OUTPUT_NAMES, write_map
+
+TRAIN = Path(__file__).resolve().parents[1].parent / "shared" / "train_data"
+BUNNY = TRAIN / "stanford_bunny_range_scans"
+
+
+@pytest.fixture(scope="module")
+def mapped():
+    """Four generated object views: scans 0, 1 and 3 joined by true edges, scan 2's only
+    edge not registered (unplaced)."""
+    from pcreg.data.synthetic.objects import object_views
+
+    got = object_views(3, 4)
+    clouds = [v.astype(np.float64) for v in got.views]
+    voxel = got.size / 60
+    edges = []
+    for s, r in ((1, 0), (3, 0), (3, 1)):
+        t = np.linalg.inv(got.poses[r]) @ got.poses[s]
+        info = information_matrix(clouds[s], clouds[r], t, voxel)
+        edges.append(Edge(s, r, "pair", t, True, "", 0.5, 0.5, info, voxel))
+    edges.append(Edge(2, 1, "pair", np.eye(4), False, "no estimate is trustworthy"))
+    graph = optimise_graph(clouds, edges)
+    names = [f"view{k}.npy" for k in range(4)]
+    result = MapResult(names, graph.poses, graph.placed, graph.reference, graph.unplaced, edges,
+                       voxel=voxel)  # fmt: skip
+    return clouds, result
+
+
+def test_the_files_of_a_map(mapped, tmp_path):
+    clouds, result = mapped
+    out = tmp_path / "map"
+    paths = write_map(out, result, clouds)
+    assert sorted(p.name for p in out.iterdir()) == sorted(OUTPUT_NAMES.values())
+    rows = np.loadtxt(paths["poses"])
+    assert rows.shape == (4, 12)
+    assert np.isnan(rows[2]).all() and np.isfinite(np.delete(rows, 2, axis=0)).all()
+    assert np.allclose(rows[0], np.eye(4)[:3].ravel())
+    assert np.allclose(rows[3].reshape(3, 4), result.poses[3][:3])
+    side = json.loads(paths["sidecar"].read_text())
+    assert side["frame"] == {"reference": 0, "scan": "view0.npy"}
+    assert side["placed"] == [True, True, False, True]
+    why = "no candidate edge of this scan registered"
+    assert side["unplaced"] == [{"scan": 2, "name": "view2.npy", "reason": why}]
+    assert [(e["src"], e["ref"], e["registered"], e["kept"]) for e in side["edges"]] == [
+        (1, 0, True, True), (3, 0, True, True), (3, 1, True, True), (2, 1, False, False)
+    ]  # fmt: skip
+    assert np.asarray(side["edges"][0]["information"]).shape == (6, 6)
+    assert side["poses"][2] is None
+    import open3d as o3d
+
+    cloud = o3d.io.read_point_cloud(str(paths["map"]))
+    colors = np.unique(np.round(np.asarray(cloud.colors), 3), axis=0)
+    assert len(colors) == 3  # one per placed scan
+    assert 1000 < len(cloud.points) < sum(len(clouds[k]) for k in (0, 1, 3))
+    png = paths["png"].read_bytes()
+    assert png.startswith(b"\x89PNG") and len(png) > 20_000
+    page = paths["report"].read_text()
+    assert "0: view0.npy" in page and "edge kept by the graph (3)" in page
+    assert "view2.npy" in page  # the unplaced scan is named in the table
+    with pytest.raises(FileExistsError):  # nothing replaced without overwrite
+        write_map(out, result, clouds)
+    write_map(out, result, clouds, overwrite=True)
+
+
+def _bunny_views(tmp_path, names=("bun000", "bun045", "bun315")):
+    if not (BUNNY / "scans").is_dir():
+        pytest.skip(f"{BUNNY} not found")
+    meta = json.loads((BUNNY / "pairs.json").read_text())
+    truth = {Path(s["file"]).stem: np.asarray(s["T_world_scan"]) for s in meta["scans"]}
+    files = []
+    for name in names:
+        dst = tmp_path / f"{name}.npy"
+        dst.write_bytes((BUNNY / "scans" / f"{name}.npy").read_bytes())
+        files.append(dst)
+    return files, [truth[n] for n in names]
+
+
+def test_pcreg_map_on_three_bunny_views(tmp_path, capsys):
+    """Three overlapping views (0, 45 and 315 deg): three pairs registered in this process,
+    every view placed within 1 deg and 1 mm of the .conf poses (first view aligned)."""
+    files, truth = _bunny_views(tmp_path)
+    out = tmp_path / "map"
+    code = main(["map", *map(str, files), "--out", str(out), "--workers", "1"])
+    assert code == 0, capsys.readouterr().err
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split("\t")[0] for line in lines] == [str(f) for f in files]
+    poses = np.loadtxt(out / "poses.txt").reshape(-1, 3, 4)
+    side = json.loads((out / "poses.txt.json").read_text())
+    assert all(e["kept"] for e in side["edges"]), side["edges"]
+    for k in range(3):
+        est = np.vstack([poses[k], [0, 0, 0, 1]])
+        gt = np.linalg.inv(truth[0]) @ truth[k]
+        err = np.linalg.inv(gt) @ est
+        angle = np.degrees(np.arccos(np.clip((np.trace(err[:3, :3]) - 1) / 2, -1, 1)))
+        assert angle < 1.0 and np.linalg.norm(err[:3, 3]) < 0.001, (k, angle, err[:3, 3])
+
+
+def test_argument_and_output_errors_are_one_line_and_create_nothing(tmp_path, capsys):
+    scan = tmp_path / "a.npy"
+    np.save(scan, np.random.default_rng(0).random((100, 3)))
+    out = tmp_path / "out"
+    assert main(["map", str(scan), "--out", str(out), "--workers", "1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["pcreg: error: scans: a map needs at least two scans, got 1"]
+    assert main(["map", str(tmp_path / "none*.npy"), "--out", str(out)]) == 2
+    assert capsys.readouterr().err.strip().endswith("the pattern matches no file")
+    assert main(["map", str(scan), str(scan), "--out", str(out), "--workers", "0"]) == 2
+    assert "workers: must be at least 1" in capsys.readouterr().err
+    out.mkdir()
+    (out / "poses.txt").write_text("keep me\n")
+    assert main(["map", str(scan), str(scan), "--out", str(out), "--workers", "1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "poses.txt: already exists" in err[0], err
+    assert (out / "poses.txt").read_text() == "keep me\n"
+    assert sorted(p.name for p in out.iterdir()) == ["poses.txt"]
+    assert not (tmp_path / "other").exists()
+    (tmp_path / "file").write_text("")
+    assert main(["map", str(scan), str(scan), "--out", str(tmp_path / "file")]) == 2
+    assert "--out must be a directory" in capsys.readouterr().err
