@@ -12,8 +12,9 @@ import pytest
 from scipy.spatial.transform import Rotation
 
 from pcreg.mapping.candidates import candidate_pairs
-from pcreg.mapping.edges import Edge, information_matrix
+from pcreg.mapping.edges import Edge
 from pcreg.mapping.graph import optimise_graph, rotation_deg
+from pcreg.mapping.information import information_matrix, pose_covariance
 
 
 @pytest.fixture(scope="module")
@@ -100,6 +101,24 @@ def test_the_information_matrix_is_rotation_then_translation_in_the_source_frame
     assert np.allclose(mean, [-info[1, 5], info[0, 5], -info[0, 4]] / n)
     low, high = src.min(0), src.max(0)
     assert np.all((mean > low) & (mean < high)), (mean, low, high)
+
+
+def test_the_covariance_is_the_residual_variance_over_the_information(views):
+    """At the true transform the residuals are the sampling's (under a voxel RMS); a
+    transform 2 voxels off has residuals that fill the 1.5-voxel gate, so a larger variance."""
+    clouds, poses, size = views
+    voxel = size / 60
+    t = np.linalg.inv(poses[0]) @ poses[1]
+    info, cov, count = pose_covariance(clouds[1], clouds[0], t, voxel)
+    assert count == pytest.approx(info[5, 5])
+    variance = (cov @ info)[0, 0]
+    assert np.allclose(cov @ info, variance * np.eye(6), atol=1e-9 * variance)
+    assert 0 < np.sqrt(3 * variance) < voxel
+    off = t.copy()
+    off[:3, 3] += [2 * voxel, 0, 0]
+    _, cov_off, _ = pose_covariance(clouds[1], clouds[0], off, voxel)
+    assert np.trace(cov_off[3:, 3:]) > np.trace(cov[3:, 3:])
+    assert np.isnan(pose_covariance(clouds[1][:2], clouds[0], t, voxel)[1]).all()
 
 
 def test_correct_edges_place_every_scan(views):

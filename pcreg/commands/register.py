@@ -147,6 +147,18 @@ def run(args: argparse.Namespace) -> int:
     record.update(rre_deg=None, rte_m=None, rmse_m=None, inlier_ratio=None)
     if gt is not None:
         record.update(result.errors(gt, src))
+    if args.json and result.registered:  # the pose's uncertainty (pcreg.mapping.information)
+        from pcreg.mapping.information import pose_covariance
+
+        info, cov, count = pose_covariance(src, ref, result.transform, result.voxel_size)
+        record.update(
+            information=info.tolist(),
+            covariance=[[None if not np.isfinite(v) else float(v) for v in row] for row in cov],
+            covariance_convention="6x6 over (rx, ry, rz, tx, ty, tz): rotation in rad, then "
+            "translation in the input's units, a motion of the source frame "
+            "(T_ref_src @ exp(delta)); covariance = sigma^2 inv(information) over "
+            f"{count} correspondences within 1.5 voxels",
+        )
     if not result.registered:
         sys.stdout.write(
             (json.dumps(record) if args.json else format_result(record, args.model is None)) + "\n"

@@ -5,24 +5,8 @@ An edge ``(src, ref)`` holds the pipeline's ``T_ref_src`` (``ref ≈ R @ src + t
 input's units, as Open3D's pose graph takes it: ``PoseGraphEdge(src, ref, T_ref_src, ...)``
 constrains ``T_ref_src ≈ inv(P_ref) @ P_src`` for the node poses ``P = T_world_scan``.
 
-Information matrix (:func:`information_matrix`): Open3D's
-``get_information_matrix_from_point_clouds``, the standard of its multiway registration, in
-the frame its pose graph needs. Open3D's ``global_optimization`` linearises the error
-transform ``inv(T_ref_src) @ inv(P_ref) @ P_src`` (its ``GetMisalignmentVector``:
-``X⁻¹ Tt⁻¹ Ts``), a motion of the *source* frame, as ``(ωx, ωy, ωz, tx, ty, tz)``: rotation
-(radians) then translation (input units). Its information is ``Σ Jᵀ J`` over the source points
-``p = (x, y, z)`` in the source frame that have a reference point within the correspondence
-distance after the transform, ``J = [-[p]x | I] = [[0, z, -y, 1, 0, 0], [-z, 0, x, 0, 1, 0],
-[y, -x, 0, 0, 0, 1]]``; ``I[5, 5]`` is the number of correspondences (Open3D scales its
-line-process weight by the mean of it over the edges). Open3D's function sums over its
-*target's* points in the target's frame, so it is called with the roles swapped:
-``get_information_matrix_from_point_clouds(ref, src, distance, inv(T_ref_src))``. The call of
-Open3D's multiway tutorial, ``(src, ref, T_ref_src)``, gives the matrix in the reference frame,
-the same only where the two frames nearly coincide (consecutive fragments of one camera); on the
-Stanford bunny's 10 views under random motions it put the optimised views 1.1-1.8 % of the
-diagonal off, against 0.1-0.23 % in the source frame (the same 22 edges). The clouds are
-voxelised at the edge's voxel first and the distance is 1.5 voxels (the verifier's overlap
-radius).
+The information matrix of an edge is :func:`pcreg.mapping.information.information_matrix`'s
+(rotation then translation, in the source frame: the one Open3D's pose graph linearises in).
 """
 
 from __future__ import annotations
@@ -36,12 +20,11 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
-__all__ = ["Edge", "information_matrix", "register_edges"]
+from pcreg.mapping.information import information_matrix
+
+__all__ = ["Edge", "register_edges"]
 
 logger = logging.getLogger(__name__)
-
-#: the information matrix's correspondence distance, in voxels of the edge
-INFORMATION_VOXELS = 1.5
 
 
 @dataclass
@@ -101,33 +84,6 @@ class Edge:
 
 def _finite_or_none(value: float) -> float | None:
     return float(value) if np.isfinite(value) else None
-
-
-def information_matrix(
-    src: np.ndarray, ref: np.ndarray, transform: np.ndarray, voxel: float
-) -> np.ndarray:
-    """The ``(6, 6) float64`` information matrix of ``T_ref_src`` in the source frame,
-    rotation then translation (see the module docstring).
-
-    Args:
-        src, ref: ``(N, 3)`` / ``(M, 3)`` points, input units.
-        transform: ``(4, 4)`` ``T_ref_src``.
-        voxel: the voxel both clouds are thinned to, input units; the correspondence distance
-            is :data:`INFORMATION_VOXELS` of it.
-    """
-    import open3d as o3d
-
-    def cloud(points: np.ndarray):
-        pc = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(np.asarray(points, np.float64)))
-        return pc.voxel_down_sample(voxel)
-
-    inverse = np.linalg.inv(np.asarray(transform, np.float64))  # T_src_ref: ref onto src
-    return np.asarray(
-        o3d.pipelines.registration.get_information_matrix_from_point_clouds(
-            cloud(ref), cloud(src), INFORMATION_VOXELS * voxel, inverse
-        ),
-        np.float64,
-    )
 
 
 def _edge(src: int, ref: int, kind: str, result: Any, clouds: Sequence[np.ndarray]) -> Edge:

@@ -38,7 +38,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pcreg.mapping.edges import INFORMATION_VOXELS, Edge
+from pcreg.mapping.edges import Edge
+from pcreg.mapping.information import INFORMATION_VOXELS
 
 __all__ = ["GraphOptions", "GraphResult", "optimise_graph", "rotation_deg"]
 

@@ -82,19 +82,26 @@ def map_figure(
     centres = np.full((count, 3), np.nan)
     for k in placed:
         centres[k] = np.asarray(scans[k], np.float64).mean(axis=0)
-    fig, axes = plt.subplots(1, 2, figsize=(15, 7.5))
+    drawn = [
+        thin_for_display(np.asarray(scans[k], np.float64), max(200, int(share * len(scans[k]))))
+        for k in placed
+    ]
+    points = np.concatenate(drawn) - centre
+    owner = np.concatenate([np.full(len(d), k) for d, k in zip(drawn, placed, strict=True)])
+    mix = np.random.default_rng(0).permutation(len(points))  # no scan hides the others
+    points, owner = points[mix] * unit, owner[mix]
+    spread = np.ptp(points @ np.stack([major, middle, minor]).T, axis=0)
+    panel = 15 * 0.84 / 2  # inches across each view
+    height = 1.6 + panel * float(max(spread[1], spread[2]) / max(spread[0], 1e-12))
+    fig, axes = plt.subplots(1, 2, figsize=(15, min(max(height, 4.5), 9.0)))
     for ax, (u, v, name) in zip(
         axes,
         ((major, middle, "along the minor axis"), (major, minor, "along the middle axis")),
         strict=True,
     ):
-        for k in placed:
-            pts = thin_for_display(
-                np.asarray(scans[k], np.float64), max(200, int(share * len(scans[k])))
-            )
-            rel = (pts - centre) * unit
-            ax.scatter(rel @ u, rel @ v, s=0.4, color=colors[k], rasterized=True,
-                       label=f"{k}: {os.path.basename(labels[k])}")  # fmt: skip
+        ax.scatter(points @ u, points @ v, s=0.4, c=colors[owner], rasterized=True)
+        for k in placed:  # legend entries only
+            ax.scatter([], [], s=20, color=colors[k], label=f"{k}: {os.path.basename(labels[k])}")
         for group, color, style in ((kept, KEPT_COLOR, "-"), (rejected, REJECTED_COLOR, "--")):
             starts, ends = _edge_lines(centres, group)
             for s, e in zip(starts, ends, strict=True):
@@ -114,7 +121,7 @@ def map_figure(
     handles += [Line2D([], [], color=KEPT_COLOR, lw=1.4), Line2D([], [], color=REJECTED_COLOR,
                                                                lw=1.4, ls="--")]  # fmt: skip
     names += [f"edge kept by the graph ({len(kept)})", f"edge rejected ({len(rejected)})"]
-    fig.legend(handles, names, loc="center right", markerscale=12, fontsize=8)
+    fig.legend(handles, names, loc="center right", fontsize=8)
     fig.suptitle(title or f"map of {len(placed)} scans")
     fig.tight_layout(rect=(0, 0, 0.84, 1))
     return fig

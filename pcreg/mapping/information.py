@@ -1,0 +1,90 @@
+"""The 6x6 information matrix of a registration, and the covariance it gives.
+
+Information matrix (:func:`information_matrix`): Open3D's
+``get_information_matrix_from_point_clouds``, the standard of its multiway registration, in
+the frame its pose graph needs. Open3D's ``global_optimization`` linearises the error
+transform ``inv(T_ref_src) @ inv(P_ref) @ P_src`` (its ``GetMisalignmentVector``:
+``X⁻¹ Tt⁻¹ Ts``), a motion of the *source* frame, as ``(ωx, ωy, ωz, tx, ty, tz)``: rotation
+(radians) then translation (input units). Its information is ``Σ Jᵀ J`` over the source points
+``p = (x, y, z)`` in the source frame that have a reference point within the correspondence
+distance after the transform, ``J = [-[p]x | I] = [[0, z, -y, 1, 0, 0], [-z, 0, x, 0, 1, 0],
+[y, -x, 0, 0, 0, 1]]``; ``I[5, 5]`` is the number of correspondences (Open3D scales its
+line-process weight by the mean of it over the edges). Open3D's function sums over its
+*target's* points in the target's frame, so it is called with the roles swapped:
+``get_information_matrix_from_point_clouds(ref, src, distance, inv(T_ref_src))``. The call of
+Open3D's multiway tutorial, ``(src, ref, T_ref_src)``, gives the matrix in the reference frame,
+the same only where the two frames nearly coincide (consecutive fragments of one camera); on the
+Stanford bunny's 10 views under random motions it put the optimised views 1.1-1.8 % of the
+diagonal off, against 0.1-0.23 % in the source frame (the same 22 edges). The clouds are
+voxelised at the edge's voxel first and the distance is 1.5 voxels (the verifier's overlap
+radius).
+
+Covariance (:func:`pose_covariance`): ``σ² I⁻¹``, the Gauss-Newton covariance of the same
+linearisation, with ``σ²`` the residual variance per coordinate of the correspondences the
+matrix sums over (their mean squared distance after the transform, over 3). Units: rad² for
+the rotation block, input units² for the translation block, rad x unit between them; in the
+source frame, rotation first.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["INFORMATION_VOXELS", "information_matrix", "pose_covariance"]
+
+#: the information matrix's correspondence distance, in voxels of the edge
+INFORMATION_VOXELS = 1.5
+
+
+def _thinned(points: np.ndarray, voxel: float):
+    import open3d as o3d
+
+    pc = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(np.asarray(points, np.float64)))
+    return pc.voxel_down_sample(voxel)
+
+
+def information_matrix(
+    src: np.ndarray, ref: np.ndarray, transform: np.ndarray, voxel: float
+) -> np.ndarray:
+    """The ``(6, 6) float64`` information matrix of ``T_ref_src`` in the source frame,
+    rotation then translation (see the module docstring).
+
+    Args:
+        src, ref: ``(N, 3)`` / ``(M, 3)`` points, input units.
+        transform: ``(4, 4)`` ``T_ref_src``.
+        voxel: the voxel both clouds are thinned to, input units; the correspondence distance
+            is :data:`INFORMATION_VOXELS` of it.
+    """
+    import open3d as o3d
+
+    inverse = np.linalg.inv(np.asarray(transform, np.float64))  # T_src_ref: ref onto src
+    return np.asarray(
+        o3d.pipelines.registration.get_information_matrix_from_point_clouds(
+            _thinned(ref, voxel), _thinned(src, voxel), INFORMATION_VOXELS * voxel, inverse
+        ),
+        np.float64,
+    )
+
+
+def pose_covariance(
+    src: np.ndarray, ref: np.ndarray, transform: np.ndarray, voxel: float
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """``(information (6, 6), covariance (6, 6), correspondences)`` of ``T_ref_src`` (see the
+    module docstring); the covariance is NaN where the matrix is singular (fewer than 3
+    correspondences, or all on a line). Arguments as :func:`information_matrix`."""
+    from scipy.spatial import cKDTree
+
+    info = information_matrix(src, ref, transform, voxel)
+    # the matrix's own correspondences: each reference point, moved into the source frame,
+    # and its nearest source point within the distance
+    t = np.linalg.inv(np.asarray(transform, np.float64))
+    moved = np.asarray(_thinned(ref, voxel).points) @ t[:3, :3].T + t[:3, 3]
+    dist, _ = cKDTree(np.asarray(_thinned(src, voxel).points)).query(
+        moved, distance_upper_bound=INFORMATION_VOXELS * voxel
+    )
+    near = dist[np.isfinite(dist)]
+    count = len(near)
+    if count < 3 or np.linalg.matrix_rank(info) < 6:
+        return info, np.full((6, 6), np.nan), count
+    variance = float(np.mean(near**2)) / 3.0
+    return info, variance * np.linalg.inv(info), count
