@@ -7,11 +7,13 @@ Steps (:func:`optimise_graph`):
 1. **Cycle support.** Every triangle of registered edges is composed around its cycle; it is
    consistent when the composition is the identity within the tolerances below (doubled: three
    edges' errors add up). An edge's support is its number of consistent triangles.
-2. **Initial poses.** A maximum spanning forest (Kruskal) over the registered edges, taking
-   supported edges first (most support, then confidence), then unsupported ones by
-   confidence; poses are composed along it from the reference scan. A wrong edge that sits in
-   inconsistent triangles only thus never shapes the starting point where a supported path
-   exists.
+2. **Initial poses.** Spanning trees (Kruskal) over the registered edges, poses composed
+   along each from the reference scan: the tree taking supported edges first (most support,
+   then confidence), then trees in 64 seeded random orders; the tree whose poses the most edges
+   agree with (within twice the tolerances below) starts the optimisation. A wrong edge is
+   then not in the start, even where no triangle tells it from the right ones (a scan with
+   three edges, one wrong and the most confident: the trees through a right one agree with
+   one more edge).
 3. **Optimisation.** Open3D's ``global_optimization`` (Levenberg-Marquardt with Choi et al.'s
    line process, 2015) over the component of the reference scan, every edge *uncertain* (any
    edge may be wrong, so any may be pruned), ``edge_prune_threshold`` 0.25 and the
@@ -60,6 +62,8 @@ class GraphOptions:
             pruned.
         preference_loop_closure: Open3D's weight of the uncertain edges' line process.
         rounds: optimise-and-check rounds at most.
+        trees: random spanning trees tried for the initial poses besides the cycle-support
+            one (a consensus: the tree most edges agree with).
     """
 
     max_rotation_deg: float = 5.0
@@ -67,6 +71,7 @@ class GraphOptions:
     edge_prune_threshold: float = 0.25
     preference_loop_closure: float = 1.0
     rounds: int = 4
+    trees: int = 64
 
 
 @dataclass
@@ -161,12 +166,9 @@ def _reference(count: int, links: Sequence[tuple[int, int]]) -> tuple[int, np.nd
     return int(best), labels == best
 
 
-def _spanning_poses(
-    count: int, edges: Sequence[Edge], usable: Sequence[int], support: np.ndarray, root: int
-) -> np.ndarray:
-    """Initial ``(count, 4, 4)`` poses along a maximum spanning forest (step 2); NaN off the
-    root's tree."""
-    order = sorted(usable, key=lambda n: (-int(support[n]), -edges[n].confidence))
+def _tree_poses(count: int, edges: Sequence[Edge], order: Sequence[int], root: int) -> np.ndarray:
+    """``(count, 4, 4)`` poses along the spanning forest Kruskal takes from the edges in
+    ``order``; NaN off the root's tree."""
     parent = list(range(count))
 
     def find(x: int) -> int:
@@ -194,6 +196,53 @@ def _spanning_poses(
                 poses[b] = poses[a] @ t
                 stack.append(b)
     return poses
+
+
+def _agreeing(
+    poses: np.ndarray, edges: Sequence[Edge], usable: Sequence[int], samples, opt: GraphOptions
+) -> list[int]:
+    """The edges of ``usable`` that ``poses`` reproduce within twice the tolerances (a tree's
+    poses carry its edges' errors, not yet spread by the optimisation)."""
+    out = []
+    for n in usable:
+        e = edges[n]
+        error = np.linalg.inv(e.transform) @ np.linalg.inv(poses[e.ref]) @ poses[e.src]
+        if not np.isfinite(error).all():
+            continue
+        if (
+            rotation_deg(error[:3, :3]) <= 2 * opt.max_rotation_deg
+            and _rms_motion(error, samples[e.src]) <= 2 * opt.max_residual_voxels * e.voxel
+        ):
+            out.append(n)
+    return out
+
+
+def _spanning_poses(
+    count: int,
+    edges: Sequence[Edge],
+    usable: Sequence[int],
+    support: np.ndarray,
+    root: int,
+    samples: Sequence[np.ndarray],
+    opt: GraphOptions,
+) -> np.ndarray:
+    """Initial ``(count, 4, 4)`` poses (step 2): of the spanning trees Kruskal takes in the
+    cycle-support order and in :attr:`GraphOptions.trees` seeded random orders, the one whose
+    poses the most edges agree with (ties: the most confidence among them); NaN off the root's
+    tree."""
+    first = sorted(usable, key=lambda n: (-int(support[n]), -edges[n].confidence))
+    rng = np.random.default_rng(0)
+    best, best_score = None, (-1, -1.0)
+    for trial in range(opt.trees + 1):
+        order = first if trial == 0 else [usable[i] for i in rng.permutation(len(usable))]
+        poses = _tree_poses(count, edges, order, root)
+        agree = _agreeing(poses, edges, usable, samples, opt)
+        score = (len(agree), sum(edges[n].confidence for n in agree))
+        if score > best_score:
+            best, best_score = poses, score
+        if len(agree) == len(usable):
+            break  # every edge agrees: no tree can do better
+    return best
 
 
 def _open3d_optimise(
@@ -296,7 +345,7 @@ def optimise_graph(
     for round_ in range(opt.rounds + 1):
         root, mask = _reference(count, [(edges[n].src, edges[n].ref) for n in active])
         inside = [n for n in active if mask[edges[n].src] and mask[edges[n].ref]]
-        poses = _spanning_poses(count, edges, inside, support, root)
+        poses = _spanning_poses(count, edges, inside, support, root, samples, opt)
         if not inside:
             break
         poses, pruned = _open3d_optimise(poses, edges, inside, root, opt)
