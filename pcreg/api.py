@@ -318,6 +318,8 @@ def map(  # the package's verb, pcreg.map(scans); the builtin is not used in thi
         else:
             names.append(f"scan {k}")
             clouds.append(as_points(scan, f"scan {k}"))
+        # a scan that cannot register with anything is refused now, before any pair runs
+        check_counts(clouds[-1], clouds[-1], (names[-1], names[-1]))
     if out is not None:  # an existing output is refused before any registration runs
         check_out_dir(out, overwrite=overwrite)
     options = BatchOptions(

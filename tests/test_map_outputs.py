@@ -132,6 +132,13 @@ def test_argument_and_output_errors_are_one_line_and_create_nothing(tmp_path, ca
     assert (out / "poses.txt").read_text() == "keep me\n"
     assert sorted(p.name for p in out.iterdir()) == ["poses.txt"]
     assert not (tmp_path / "other").exists()
+    few = tmp_path / "few.npy"
+    np.save(few, np.random.default_rng(1).random((10, 3)))
+    assert main(["map", str(scan), str(few), "--out", str(tmp_path / "o2"), "--workers", "2"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    need = "too few points: 10 given, at least 100 are needed to register"
+    assert err == [f"pcreg: error: {few}: {need}"], err
+    assert not (tmp_path / "o2").exists()
     (tmp_path / "file").write_text("")
     assert main(["map", str(scan), str(scan), "--out", str(tmp_path / "file")]) == 2
     assert "--out must be a directory" in capsys.readouterr().err
@@ -155,3 +162,31 @@ def test_register_json_carries_the_pose_covariance(tmp_path, capsys):
     assert np.all((rot_sd > 1e-5) & (rot_sd < 0.1)), rot_sd
     assert np.all((trans_sd > 1e-7) & (trans_sd < 1e-4)), trans_sd  # metres: under 0.1 mm
     assert "rotation in rad" in record["covariance_convention"]
+
+
+def test_pcreg_map_takes_arrays_in_any_pose(tmp_path):
+    """The Python API on three bunny views given as arrays, each moved by a random rigid
+    motion: every view placed within 1 deg and 1 mm (at its centroid) of the truth, nothing
+    written without ``out``."""
+    from scipy.spatial.transform import Rotation
+
+    import pcreg
+
+    files, truth = _bunny_views(tmp_path)
+    rng = np.random.default_rng(5)
+    clouds, moved_truth = [], []
+    for f, t in zip(files, truth, strict=True):
+        m = np.eye(4)
+        m[:3, :3] = Rotation.random(random_state=rng).as_matrix()
+        m[:3, 3] = rng.uniform(-0.3, 0.3, 3)
+        clouds.append(np.load(f).astype(np.float64) @ m[:3, :3].T + m[:3, 3])
+        moved_truth.append(t @ np.linalg.inv(m))
+    result = pcreg.map(clouds, workers=1)
+    assert result.names == ["scan 0", "scan 1", "scan 2"] and result.placed.all()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f.name for f in files]
+    for k in range(3):
+        gt = np.linalg.inv(moved_truth[0]) @ moved_truth[k]
+        err = np.linalg.inv(gt) @ result.poses[k]
+        c = clouds[k].mean(axis=0)
+        angle = np.degrees(np.arccos(np.clip((np.trace(err[:3, :3]) - 1) / 2, -1, 1)))
+        assert angle < 1.0 and np.linalg.norm(err[:3, :3] @ c + err[:3, 3] - c) < 0.001

@@ -210,9 +210,16 @@ def _read(path: str, nan_policy: str = "drop") -> np.ndarray:
     return read_points(path, nan_policy=nan_policy)
 
 
-def register_arrays(src: np.ndarray, ref: np.ndarray, options: BatchOptions, networks: dict):
-    """A Ray task: register one in-memory pair; its :class:`RegistrationResult`."""
-    result = _worker_pipeline(options, networks)(src, ref)
+def register_arrays(
+    src: np.ndarray,
+    ref: np.ndarray,
+    options: BatchOptions,
+    networks: dict,
+    names: tuple[str, str] = ("src", "ref"),
+):
+    """A Ray task: register one in-memory pair (``names`` label it in errors); its
+    :class:`RegistrationResult`."""
+    result = _worker_pipeline(options, networks)(src, ref, names)
     _read_load_for_the_next_pair()
     return result
 
@@ -348,18 +355,26 @@ class RayRunner:
         return ray.get([refs[i] for i in range(len(pairs))])
 
     def submit_arrays(
-        self, clouds: Sequence[np.ndarray], pairs: Sequence[tuple[int, int]]
+        self,
+        clouds: Sequence[np.ndarray],
+        pairs: Sequence[tuple[int, int]],
+        names: Sequence[str] | None = None,
     ) -> dict[Any, int]:
         """Start the tasks of in-memory pairs ``(src, ref)`` of indices into ``clouds`` (each
-        cloud put in the object store once, however many pairs use it), largest first:
-        ``{ObjectRef: position in pairs}``; each ref gives a :class:`RegistrationResult`."""
+        cloud put in the object store once, however many pairs use it; ``names`` label them
+        in errors), largest first: ``{ObjectRef: position in pairs}``; each ref gives a
+        :class:`RegistrationResult`, or raises the pair's error."""
         import ray
 
         stored = {k: ray.put(np.asarray(clouds[k])) for k in {k for pair in pairs for k in pair}}
+        label = [f"scan {k}" for k in range(len(clouds))] if names is None else list(names)
         out = {}
         for n in largest_first([len(clouds[i]) + len(clouds[j]) for i, j in pairs]):
             i, j = pairs[n]
-            out[self._array_task.remote(stored[i], stored[j], self.options, self.networks)] = n
+            task = self._array_task.remote(
+                stored[i], stored[j], self.options, self.networks, (label[i], label[j])
+            )
+            out[task] = n
         return out
 
     def submit(self, pairs: Sequence[ManifestPair]) -> dict[Any, ManifestPair]:

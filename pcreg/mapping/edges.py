@@ -100,6 +100,20 @@ def _edge(src: int, ref: int, kind: str, result: Any, clouds: Sequence[np.ndarra
     )  # fmt: skip
 
 
+def _result(ray: Any, ref: Any) -> Any:
+    """A task's result; a pair the pipeline refused raises its own one-line
+    :class:`~pcreg.errors.InputError`, not Ray's wrapper with the worker's traceback."""
+    from pcreg.errors import InputError
+
+    try:
+        return ray.get(ref)
+    except ray.exceptions.RayTaskError as err:
+        cause = getattr(err, "cause", None)
+        if isinstance(cause, InputError):
+            raise cause from None
+        raise
+
+
 def register_edges(
     clouds: Sequence[np.ndarray],
     names: Sequence[str],
@@ -143,12 +157,12 @@ def register_edges(
 
             start = time.perf_counter()
             with RayRunner(options, address=address, workers=workers) as runner:
-                pending = runner.submit_arrays(clouds, [(i, j) for i, j, _ in pairs])
+                pending = runner.submit_arrays(clouds, [(i, j) for i, j, _ in pairs], names)
                 logger.info("Ray ready in %.1f s", time.perf_counter() - start)
                 while pending:
                     ready, _ = ray.wait(list(pending), num_returns=1)
                     for ref in ready:
-                        results[pending.pop(ref)] = ray.get(ref)
+                        results[pending.pop(ref)] = _result(ray, ref)
                         bar.update(1)
     edges = [_edge(i, j, kind, r, clouds) for (i, j, kind), r in zip(pairs, results, strict=True)]
     for e in edges:
