@@ -115,6 +115,7 @@ SUBCOMMANDS = {
     "batch": "pcreg.commands.batch",
     "manifest": "pcreg.commands.batch",
     "odometry": "pcreg.commands.odometry",
+    "map": "pcreg.commands.map",
     "view": "pcreg.commands.view",
     "demo": "pcreg.commands.demo",
     "vit": "pcreg.commands.train",
