@@ -19,7 +19,7 @@ JSON_KEYS = {
     "time_s", "timings", "src", "ref", "rre_deg", "rte_m", "rmse_m", "inlier_ratio",
     "confidence", "fitness", "agreement", "hypothesis", "registered", "reason", "method_used",
     "units", "object", "scale", "score", "ambiguous_with", "readings", "estimates",
-    "dropped_invalid",
+    "dropped_invalid", "information", "covariance", "covariance_convention",
 }  # fmt: skip
 
 

@@ -52,15 +52,16 @@ def _random_motion(rng: np.random.Generator, extent: float) -> np.ndarray:
     return motion
 
 
-def turntable_case(root: Path, out: Path, seed: int = 0) -> TurntableCase:
+def turntable_case(root: Path, out: Path, seed: int = 0, shuffle: bool = True) -> TurntableCase:
     """Write the views of ``root`` (a ``stanford_*_range_scans`` folder) into ``out``, each
     moved by a random rigid motion (rotation uniform on SO(3), translation up to the object's
     diagonal per axis) and in a shuffled order, named ``view_00.npy ...`` (the name says
-    nothing of the original)."""
+    nothing of the original). ``shuffle=False`` keeps ``pairs.json``'s order (the dragon's:
+    around the turntable, a loop sequence)."""
     meta = json.loads((Path(root) / "pairs.json").read_text())
     scans = meta["scans"]
     rng = np.random.default_rng(seed)
-    order = rng.permutation(len(scans))
+    order = rng.permutation(len(scans)) if shuffle else np.arange(len(scans))
     world = []
     for s in scans:
         pts = np.load(Path(root) / s["file"]).astype(np.float64)

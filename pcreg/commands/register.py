@@ -147,7 +147,9 @@ def run(args: argparse.Namespace) -> int:
     record.update(rre_deg=None, rte_m=None, rmse_m=None, inlier_ratio=None)
     if gt is not None:
         record.update(result.errors(gt, src))
-    if args.json and result.registered:  # the pose's uncertainty (pcreg.mapping.information)
+    # the pose's uncertainty (pcreg.mapping.information): in --json, where registered
+    record.update(information=None, covariance=None, covariance_convention=None)
+    if args.json and result.registered:
         from pcreg.mapping.information import pose_covariance
 
         info, cov, count = pose_covariance(src, ref, result.transform, result.voxel_size)
