@@ -71,14 +71,15 @@ class Edge:
     def to_dict(self, names: Sequence[str]) -> dict[str, Any]:
         """The sidecar JSON's record of the edge (``names``: the scans' names by index)."""
         return {
-            "src": self.src, "ref": self.ref, "src_scan": names[self.src],
-            "ref_scan": names[self.ref], "kind": self.kind, "registered": self.registered,
-            "reason": self.reason or None, "kept": self.kept, "rejected": self.rejected or None,
-            "confidence": self.confidence, "fitness": self.fitness,
-            "T_ref_src": self.transform.tolist(), "information": self.information.tolist(),
-            "voxel": self.voxel, "residual_deg": _finite_or_none(self.residual_deg),
+            "src": int(self.src), "ref": int(self.ref), "src_scan": names[self.src],
+            "ref_scan": names[self.ref], "kind": self.kind, "registered": bool(self.registered),
+            "reason": self.reason or None, "kept": bool(self.kept),
+            "rejected": self.rejected or None, "confidence": float(self.confidence),
+            "fitness": float(self.fitness), "T_ref_src": np.asarray(self.transform).tolist(),
+            "information": np.asarray(self.information).tolist(), "voxel": _finite_or_none(self.voxel),
+            "residual_deg": _finite_or_none(self.residual_deg),
             "residual": _finite_or_none(self.residual), "units": self.units,
-            "time_s": self.time_s,
+            "time_s": float(self.time_s),
         }  # fmt: skip
 
 
