@@ -76,7 +76,8 @@ class Edge:
             "reason": self.reason or None, "kept": bool(self.kept),
             "rejected": self.rejected or None, "confidence": float(self.confidence),
             "fitness": float(self.fitness), "T_ref_src": np.asarray(self.transform).tolist(),
-            "information": np.asarray(self.information).tolist(), "voxel": _finite_or_none(self.voxel),
+            "information": np.asarray(self.information).tolist(),
+            "voxel": _finite_or_none(self.voxel),
             "residual_deg": _finite_or_none(self.residual_deg),
             "residual": _finite_or_none(self.residual), "units": self.units,
             "time_s": float(self.time_s),
@@ -88,7 +89,10 @@ def _finite_or_none(value: float) -> float | None:
 
 
 def _edge(src: int, ref: int, kind: str, result: Any, clouds: Sequence[np.ndarray]) -> Edge:
-    """An :class:`Edge` from a :class:`~pcreg.registration.RegistrationResult`."""
+    """An :class:`Edge` from a :class:`~pcreg.registration.RegistrationResult`, or from the
+    reason a pair has none (a string: its worker died)."""
+    if isinstance(result, str):
+        return Edge(src, ref, kind, np.eye(4), False, result)
     transform = np.asarray(result.transform, np.float64)
     voxel = float(result.voxel_size)
     info = np.zeros((6, 6))
@@ -103,7 +107,8 @@ def _edge(src: int, ref: int, kind: str, result: Any, clouds: Sequence[np.ndarra
 
 def _result(ray: Any, ref: Any) -> Any:
     """A task's result; a pair the pipeline refused raises its own one-line
-    :class:`~pcreg.errors.InputError`, not Ray's wrapper with the worker's traceback."""
+    :class:`~pcreg.errors.InputError`, not Ray's wrapper with the worker's traceback; a pair
+    whose worker died on both tries (Ray retries it once) gives the reason, a string."""
     from pcreg.errors import InputError
 
     try:
@@ -113,6 +118,9 @@ def _result(ray: Any, ref: Any) -> Any:
         if isinstance(cause, InputError):
             raise cause from None
         raise
+    except ray.exceptions.RayError as err:  # the worker (or its node) died, twice
+        lines = str(err).strip().splitlines()
+        return f"its Ray worker died twice ({type(err).__name__}: {lines[0] if lines else ''})"
 
 
 def register_edges(
