@@ -34,15 +34,13 @@ def build_parser() -> argparse.ArgumentParser:
         train,
         view,
     )
-    from pcreg.commands import (
-        map as map_command,
-    )
+    from pcreg.commands import map as map_command  # "map" would hide the builtin here
 
     parser = argparse.ArgumentParser(prog="pcreg", description="3-D point-cloud registration.")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging on stderr")
     sub = parser.add_subparsers(dest="command", required=True)
     # the order of the help listing: benchmark, register, batch, manifest, odometry, view,
-    # demo, vit, detr, train, evaluate, evaluate-log (map after odometry)
+    # demo, vit, detr, train, evaluate, evaluate-log; map after odometry
     for command in (
         benchmark,
         register,
