@@ -130,13 +130,18 @@ def _register_scene(
 
     model = load_verdict_model("auto")
     extent = max(cloud_extent(src), cloud_extent(ref))
+    skipped: list[Reading] = []
     if pipe.model is not None:  # a named network: the user's units are its metres
         reads: Iterable[Reading] = [Reading("metres", pipe.model, 1.0)]
     elif pipe.units is not None:  # the user's unit: no other reading is tried
         reads = [reading_for(pipe.units, extent)]
     else:
         candidates = readings(extent)
-        reads = _by_sampling(candidates, src, ref) if candidates else [Reading("metres", "", 1.0)]
+        reads = (
+            _by_sampling(candidates, src, ref, keep_sparse=exhaustive, skipped=skipped)
+            if candidates
+            else [Reading("metres", "", 1.0)]
+        )
     centre = src.mean(axis=0) + origins[0]  # the source's centre, input frame
     diagonal = scene_size(ref)
     errors: list[InputError] = []
@@ -187,6 +192,10 @@ def _register_scene(
         if errors:
             raise errors[0]
         raise InputError(names[0], "no reading of the units gave an estimate")
+    tried += [{"units": r.units, "object": r.object, "scale": r.scale,
+               "refused": "not tried: the clouds are sparser than the network's voxel under "
+               "this reading, and another reading is plausible (--units names it)"}
+              for r in skipped]  # fmt: skip
     for entry in tried:  # each reading's best score
         scores = [c.score for c in found if c.result.scale == entry["scale"]]
         entry["best_score"] = round(max(scores), 4) if scores else None
@@ -233,9 +242,12 @@ def _strict(pipe, verdict, found, centre, diagonal, src, ref, names, origins, st
 
 
 #: a reading under which the clouds barely thin at the network's voxel (occupied voxels over
-#: points above this) is tried last: its unit is most likely wrong. Measured: KITTI scans in
-#: metres 0.17 at 0.3 m, 3DMatch fragments 0.2-0.4 at 5 cm, the Stanford bunny in millimetres
-#: read as metres 1.0 (its 0.5 mm spacing becomes 0.5 m, sparser than any LiDAR scan).
+#: points above this) is not tried where another reading is plausible, and tried last
+#: otherwise: its unit is most likely wrong. Measured: KITTI scans in metres 0.17 at 0.3 m,
+#: 3DMatch fragments 0.2-0.4 at 5 cm, the Stanford bunny in millimetres read as metres 1.0
+#: (its 0.5 mm spacing becomes 0.5 m, sparser than any LiDAR scan). Tried after a refused
+#: millimetre-object reading, that metres reading cost 20-35 s (every point a superpoint at
+#: 0.3 m) and never registered (``pcreg benchmark --zero-shot``, bunny (mm): 4 of 66 draws).
 SPARSE_READING = 0.9
 #: an object reading more than this factor from a plausible exact-unit reading is not tried:
 #: two KITTI scans (a 160 m street in metres) read as an object at x0.045 registered a wrong
@@ -243,10 +255,18 @@ SPARSE_READING = 0.9
 OBJECT_APART = 10.0
 
 
-def _by_sampling(reads: list[Reading], src: np.ndarray, ref: np.ndarray) -> Iterator[Reading]:
-    """``reads`` with those under which the clouds are sparser than their network's voxel
-    moved to the end (stable otherwise), and without object readings far from a plausible
-    exact unit (:data:`OBJECT_APART`). One voxel count per reading (a KITTI scan: ~8 ms)."""
+def _by_sampling(
+    reads: list[Reading],
+    src: np.ndarray,
+    ref: np.ndarray,
+    keep_sparse: bool = False,
+    skipped: list[Reading] | None = None,
+) -> Iterator[Reading]:
+    """``reads`` without those under which the clouds are sparser than their network's voxel
+    where another reading is plausible (:data:`SPARSE_READING`; ``keep_sparse``: moved to
+    the end instead, as they are where none is), and without object readings far from a
+    plausible exact unit (:data:`OBJECT_APART`); the sparse readings left out are appended
+    to ``skipped``. One voxel count per reading (a KITTI scan: ~8 ms)."""
     from pcreg.registration.checks import voxel_count
     from pcreg.registration.resources import SHIPPED_FOOTPRINTS
 
@@ -271,6 +291,13 @@ def _by_sampling(reads: list[Reading], src: np.ndarray, ref: np.ndarray) -> Iter
             deferred.append(reading)
         else:
             yield reading
+    if plausible and not keep_sparse:
+        for reading in deferred:
+            logger.info("units: not read as %s (x%.4g): sparser than the network's voxel",
+                        reading.units, reading.scale)  # fmt: skip
+        if skipped is not None:
+            skipped += deferred
+        return
     yield from deferred
 
 

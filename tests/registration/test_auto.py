@@ -208,10 +208,11 @@ def test_manhattan_hypotheses_do_not_apply_without_manhattan_axes(shared_data, r
     assert source.propose(noise, room) is not None  # one room is enough to try
 
 
-def test_sparse_readings_go_last_and_far_object_readings_are_dropped(monkeypatch, rng):
-    """A reading under which the cloud is sparser than the network's voxel is tried after
-    the others (one voxel count per reading); an object reading more than 10x from a
-    plausible exact unit is not tried at all (a street in metres is not an object)."""
+def test_sparse_readings_are_skipped_and_far_object_readings_are_dropped(monkeypatch, rng):
+    """A reading under which the cloud is sparser than the network's voxel is not tried
+    where another is plausible (tried last where none is, and for the labelled set); one
+    voxel count per reading; an object reading more than 10x from a plausible exact unit is
+    not tried at all (a street in metres is not an object)."""
     import pcreg.registration.checks as checks
     from pcreg.registration.auto import _by_sampling
     from pcreg.registration.scale import Reading
@@ -225,12 +226,20 @@ def test_sparse_readings_go_last_and_far_object_readings_are_dropped(monkeypatch
     counted = []
     real = checks.voxel_count
     monkeypatch.setattr(checks, "voxel_count", lambda p, v: counted.append(v) or real(p, v))
-    assert [r.units for r in _by_sampling(reads, cloud, cloud)] == [
+    assert [r.units for r in _by_sampling(reads, cloud, cloud, keep_sparse=True)] == [
         "metres", "centimetres", "millimetres"
     ]  # fmt: skip
     assert len(counted) == 3
+    skipped = []
+    assert [r.units for r in _by_sampling(reads, cloud, cloud, skipped=skipped)] == [
+        "metres", "centimetres"
+    ]  # fmt: skip
+    assert [r.units for r in skipped] == ["millimetres"]  # not tried: another is plausible
+    only_sparse = [reads[1], Reading("centimetres", "indoor", 50.0)]
+    assert len(list(_by_sampling(only_sparse, cloud, cloud))) == 2  # none plausible: kept
+    counted.clear()
     assert [r.units for r in _by_sampling(reads[:1], cloud, cloud)] == ["metres"]
-    assert len(counted) == 3  # one reading: nothing to order, nothing counted
+    assert not counted  # one reading: nothing to order, nothing counted
     near = Reading("metres", "indoor", 0.005, True)  # 5x from the metres reading: kept
     far = Reading("metres", "indoor", 0.5, True)  # 500x: dropped
     assert [r.scale for r in _by_sampling([reads[0], near, far], cloud, cloud)] == [0.001, 0.005]
