@@ -435,8 +435,8 @@ def register_inside(
     Raises:
         InputError: a degenerate cloud (:func:`~pcreg.registration.checks.check_cloud`)."""
     from pcreg.registration.checks import check_cloud
-    from pcreg.registration.pipeline import OUTDOOR_EXTENT_M, to_user_frame
-    from pcreg.registration.result import RegistrationResult
+    from pcreg.registration.frames import to_user_frame
+    from pcreg.registration.result import OUTDOOR_EXTENT_M, RegistrationResult
     from pcreg.registration.scale import METRES_PER_UNIT, readings
     from pcreg.registration.verdict import Candidate, Verdict
     from pcreg.registration.verify import Verification

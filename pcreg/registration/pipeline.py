@@ -46,6 +46,7 @@ from pcreg.registration.checks import (
     voxel_count,
 )
 from pcreg.registration.cleaning import drop_duplicates, drop_far, drop_isolated
+from pcreg.registration.frames import to_user_frame, working_origin
 from pcreg.registration.resources import (
     SHIPPED_FOOTPRINTS,
     NetworkFootprint,
@@ -56,7 +57,7 @@ from pcreg.registration.resources import (
     footprint_of,
     parse_size,
 )
-from pcreg.registration.result import SETTINGS, RegistrationResult, Setting
+from pcreg.registration.result import OUTDOOR_EXTENT_M, SETTINGS, RegistrationResult, Setting
 from pcreg.registration.verdict import (
     Candidate,
     candidate_features,
@@ -93,8 +94,6 @@ METHODS = ("auto", "geotransformer", "fpfh-ransac")
 #: (3DMatch pair 0 <- 5); at 1e-8 / 100 0.002 deg, for no measurable extra time.
 ICP_TOLERANCE = 1e-8
 ICP_ITERATIONS = 100
-#: clouds whose robust extent (bounding-box diagonal, metres) exceeds this are "outdoor"
-OUTDOOR_EXTENT_M = 20.0
 #: a network whose voxel is at least this (metres) works at street scale (the shipped
 #: ``outdoor`` model: 0.3 m; ``indoor``: 5 cm), for checkpoints that do not name their setting
 _OUTDOOR_NETWORK_VOXEL = 0.1
@@ -111,29 +110,6 @@ def choose_model(src: np.ndarray, ref: np.ndarray) -> str:
     ``"indoor"``: the shipped model (and setting) for a pair when none is named."""
     extent = max(cloud_extent(src), cloud_extent(ref))
     return "outdoor" if extent > OUTDOOR_EXTENT_M else "indoor"
-
-
-def working_origin(points: np.ndarray) -> np.ndarray:
-    """``(3,) float64``: the per-axis median of ``points``, the origin of the frame each cloud
-    of a pair is registered in. Subtracting it in float64 before anything casts to float32
-    keeps georeferenced coordinates (UTM: 4.2e6 m, where float32 steps are 0.5 m) exact, and
-    a shift of the input shifts it by the same amount, so the estimate does not change. Each
-    cloud gets its own: a source at the origin and a reference at UTM coordinates would
-    otherwise put one of them 4.2e6 m from the working origin."""
-    return np.median(np.asarray(points, np.float64), axis=0)
-
-
-def to_user_frame(result: RegistrationResult, origins: np.ndarray) -> RegistrationResult:
-    """Map a result estimated on the source shifted by ``-origins[0]`` and the reference by
-    ``-origins[1]`` back to the user's frames: ``T = Tr(o_ref) @ T_w @ Tr(-o_src)``,
-    correspondences shifted back by their cloud's origin."""
-    o_src, o_ref = np.asarray(origins, np.float64)
-    transform = np.asarray(result.transform, np.float64).copy()
-    transform[:3, 3] += o_ref - transform[:3, :3] @ o_src
-    result.transform = transform
-    result.src_corr_points = np.asarray(result.src_corr_points, np.float64).reshape(-1, 3) + o_src
-    result.ref_corr_points = np.asarray(result.ref_corr_points, np.float64).reshape(-1, 3) + o_ref
-    return result
 
 
 @dataclass

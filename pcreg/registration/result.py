@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     from pcreg.registration.verdict import Verdict
     from pcreg.registration.verify import Verification
 
-__all__ = ["SETTINGS", "RegistrationResult", "Setting"]
+__all__ = ["OUTDOOR_EXTENT_M", "SETTINGS", "RegistrationResult", "Setting"]
 
 
 @dataclass(frozen=True)
@@ -29,6 +29,8 @@ class Setting:
     inlier_radius: float
 
 
+#: clouds whose robust extent (bounding-box diagonal, metres) exceeds this are "outdoor"
+OUTDOOR_EXTENT_M = 20.0
 #: the settings by name
 SETTINGS = {
     "indoor": Setting("indoor", voxel_size=0.05, inlier_radius=0.1),

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pcreg.registration.pipeline import to_user_frame, working_origin
+from pcreg.registration.frames import to_user_frame, working_origin
 from pcreg.registration.result import RegistrationResult
 
 
