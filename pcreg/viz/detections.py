@@ -9,7 +9,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from pcreg._fs import atomic_output
+from pcreg.viz.figures import save_figure
 
 __all__ = ["save_detections_png", "save_image_detections_png"]
 
@@ -80,10 +80,7 @@ def save_detections_png(
                 ax.text((cx - bw / 2) * w, (cy - bh / 2) * h - 1, text, color=color, fontsize=6)
     fig.suptitle(f"ground truth (top) and DETR detections with score >= {threshold} (bottom)")
     fig.tight_layout()
-    with atomic_output(path, overwrite=overwrite) as tmp:
-        fig.savefig(tmp, dpi=110, format="png")
-    plt.close(fig)
-    return Path(path)
+    return save_figure(fig, path, dpi=110, overwrite=overwrite)
 
 
 def save_image_detections_png(
@@ -129,7 +126,4 @@ def save_image_detections_png(
         fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=8)
     fig.suptitle(f"DETR detections with score >= {threshold}", fontsize=10)
     fig.tight_layout(rect=(0, 0.06 if handles else 0, 1, 1))
-    with atomic_output(path, overwrite=overwrite) as tmp:
-        fig.savefig(tmp, dpi=110, format="png")
-    plt.close(fig)
-    return Path(path)
+    return save_figure(fig, path, dpi=110, overwrite=overwrite)

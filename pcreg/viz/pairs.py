@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pcreg._fs import atomic_output
+from pcreg.viz.figures import save_figure
 from pcreg.viz.render import render_clouds
 from pcreg.viz.style import REFERENCE_COLOR, SOURCE_COLOR
 
@@ -64,10 +64,7 @@ def save_pair_grid_png(
             fontsize=9,
         )
     fig.tight_layout()
-    with atomic_output(path, overwrite=overwrite) as tmp:
-        fig.savefig(tmp, dpi=90, format="png")
-    plt.close(fig)
-    return Path(path)
+    return save_figure(fig, path, dpi=90, overwrite=overwrite)
 
 
 def save_overlap_histogram_png(
@@ -89,7 +86,4 @@ def save_overlap_histogram_png(
     ax.set_ylabel("pairs")
     ax.set_title(title, fontsize=10)
     fig.tight_layout()
-    with atomic_output(path, overwrite=overwrite) as tmp:
-        fig.savefig(tmp, dpi=100, format="png")
-    plt.close(fig)
-    return Path(path)
+    return save_figure(fig, path, dpi=100, overwrite=overwrite)

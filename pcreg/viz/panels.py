@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pcreg._fs import atomic_output
+from pcreg.viz.figures import save_figure
 from pcreg.viz.render import (
     MAX_DRAWN_POINTS,
     principal_view,
@@ -196,14 +196,10 @@ def save_panels_png(
     overwrite: bool = False,
 ) -> Path:
     """:func:`panels_figure`, written atomically as PNG."""
-    import matplotlib.pyplot as plt
 
     fig = panels_figure(panels, title=title, legend=legend)
     path = Path(path)
-    with atomic_output(path, overwrite=overwrite) as tmp:
-        fig.savefig(tmp, dpi=90, format="png")
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, dpi=90, overwrite=overwrite)
 
 
 def save_alignment_png(

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pcreg._fs import atomic_output
+from pcreg.viz.figures import save_figure
 
 __all__ = ["save_attention_rollout_png", "save_training_curves_png"]
 
@@ -54,10 +54,7 @@ def save_training_curves_png(
     if title:
         fig.suptitle(title)
     fig.tight_layout()
-    with atomic_output(path, overwrite=overwrite) as tmp:
-        fig.savefig(tmp, dpi=110, format="png")
-    plt.close(fig)
-    return Path(path)
+    return save_figure(fig, path, dpi=110, overwrite=overwrite)
 
 
 def save_attention_rollout_png(
@@ -108,7 +105,4 @@ def save_attention_rollout_png(
         axes[r + 1, c].set_title("rollout (cyan: digit)", fontsize=8)
     fig.suptitle("attention rollout: where the class token looks (bright = more)", fontsize=9)
     fig.tight_layout()
-    with atomic_output(path, overwrite=overwrite) as tmp:
-        fig.savefig(tmp, dpi=110, format="png")
-    plt.close(fig)
-    return Path(path)
+    return save_figure(fig, path, dpi=110, overwrite=overwrite)
