@@ -80,8 +80,9 @@ def test_ransac_hypotheses_keeps_the_true_pose_first(rng):
     [
         "crop",
         pytest.param("template", marks=pytest.mark.xfail(
-            reason="a whole-object template fits 56-70 % of a partial scan: under the rule's "
-            "0.9 fitness floor (0/20 registered, none wrong)", strict=True)),
+            reason="a whole-object template fits 43-68 % of a partial scan: under the rule's "
+            "0.9 fitness floor (0/20 registered, none wrong; the search's pose is right in "
+            "10/20)", strict=True)),
     ],
 )  # fmt: skip
 def test_objects_in_scenes_register_in_nine_trials_of_ten(kind):
