@@ -4,8 +4,10 @@ One concept per module: :mod:`~pcreg.mapping.candidates` (which pairs to registe
 :mod:`~pcreg.mapping.edges` (their registrations), :mod:`~pcreg.mapping.information` (the
 6x6 information matrix and covariance of a registration),
 :mod:`~pcreg.mapping.graph` (the pose graph: which edges agree, the poses),
-:mod:`~pcreg.mapping.build` (the three in order: :func:`build_map`) and
-:mod:`~pcreg.mapping.outputs` (poses, sidecar, merged map, picture, report).
+:mod:`~pcreg.mapping.build` (the three in order: :func:`build_map`),
+:mod:`~pcreg.mapping.segments` (the graph split into segments, one valid pose per scan: odometry
+with loop closure) and :mod:`~pcreg.mapping.outputs` (poses, sidecar, merged map, picture,
+report).
 """
 
 from pcreg.mapping.build import CONVENTION, MapResult, build_map
@@ -14,6 +16,7 @@ from pcreg.mapping.edges import Edge, register_edges
 from pcreg.mapping.graph import GraphOptions, GraphResult, optimise_graph
 from pcreg.mapping.information import information_matrix, pose_covariance
 from pcreg.mapping.outputs import OUTPUT_NAMES, output_paths, write_map
+from pcreg.mapping.segments import SegmentedGraph, place_segments
 
 __all__ = [
     "CANDIDATES",
@@ -23,12 +26,14 @@ __all__ = [
     "GraphOptions",
     "GraphResult",
     "MapResult",
+    "SegmentedGraph",
     "build_map",
     "candidate_pairs",
     "information_matrix",
     "optimise_graph",
     "output_paths",
     "overlap_scores",
+    "place_segments",
     "pose_covariance",
     "register_edges",
     "write_map",

@@ -49,6 +49,7 @@ class Edge:
             ``rejected``: why not (``""`` when kept).
         residual_deg, residual: the rotation (deg) and RMS point displacement (input units)
             between the edge and the optimised poses (NaN where a scan is unplaced).
+        model: the weights the pipeline used (``""`` where there is no result).
     """
 
     src: int
@@ -67,6 +68,7 @@ class Edge:
     rejected: str = ""
     residual_deg: float = float("nan")
     residual: float = float("nan")
+    model: str = ""
 
     def to_dict(self, names: Sequence[str]) -> dict[str, Any]:
         """The sidecar JSON's record of the edge (``names``: the scans' names by index)."""
@@ -80,7 +82,7 @@ class Edge:
             "voxel": _finite_or_none(self.voxel),
             "residual_deg": _finite_or_none(self.residual_deg),
             "residual": _finite_or_none(self.residual), "units": self.units,
-            "time_s": float(self.time_s),
+            "time_s": float(self.time_s), "model": self.model or None,
         }  # fmt: skip
 
 
@@ -101,7 +103,7 @@ def _edge(src: int, ref: int, kind: str, result: Any, clouds: Sequence[np.ndarra
     return Edge(
         src, ref, kind, transform, bool(result.registered), result.reason or "",
         float(result.confidence), float(result.fitness), info, voxel, float(result.time_s),
-        result.units,
+        result.units, model=getattr(result, "model", "") or "",
     )  # fmt: skip
 
 
