@@ -23,6 +23,21 @@ valid rigid row per scan (``evo`` reads it; only segment 0 is in the first scan'
 relative motion of a broken pair is NaN (``null`` in JSON), and the sidecar says it:
 ``"segments"`` (the segment of every scan) and ``"breaks"`` (each broken pair, its scans and
 the reason). ``pcreg odometry`` writes its outputs all the same and exits 3.
+
+Loop closure (``loop_closure=True``, ``pcreg odometry --loop-closure``): the sequence goes
+through a map's pose graph (:mod:`pcreg.mapping`) instead of the chain: the consecutive pairs
+and each scan's ``neighbours`` best non-consecutive partners by the FPFH overlap score
+(:func:`pcreg.mapping.candidates.candidate_pairs`, ``sequence=True, candidates="knn"``) are
+registered, and the graph keeps the edges that agree and optimises the poses. One rule for
+both modes: one valid pose per scan, in the frame of the first scan of its segment. With loop
+closure, segment 0 holds the scans the graph connects to the first scan (a map's placed
+scans), and a scan it cannot place starts the next segment, with the scans the graph connects
+to it (:func:`pcreg.mapping.segments.place_segments`); segments need not be contiguous (a loop
+edge may bring a later scan back to segment 0), a consecutive pair that did not register
+breaks nothing when other edges bridge it, and one the graph rejected can. ``relative`` is then
+the optimised ``inv(P_{k-1}) P_k`` (NaN across segments), and the sidecar adds
+``"loop_closure"``: the candidates, every edge's verdict and whether the graph kept it, and
+the kept loop edges (``"loops"``).
 """
 
 from __future__ import annotations
@@ -43,6 +58,7 @@ from pcreg.io_formats.listing import scan_list  # was defined here; still export
 
 __all__ = [
     "CONVENTION",
+    "CONVENTION_LOOP",
     "FRAMES",
     "OdometryResult",
     "find_calib",
@@ -63,6 +79,11 @@ CONVENTION = (
     "T_first_k: maps points of scan k into the frame of the first scan of its segment "
     "(segments[k]; a single segment 0, the first scan's frame, unless the chain broke)"
 )
+CONVENTION_LOOP = (
+    "T_first_k: maps points of scan k into the frame of the first scan of its segment "
+    "(segments[k]): segment 0 holds the scans the pose graph connects to the first scan, a scan "
+    "it cannot place starts the next segment with the scans the graph connects to it"
+)
 
 
 @dataclass
@@ -72,7 +93,13 @@ class OdometryResult:
     pair that did not register), seconds per registration ``times (K-1,)``, the model used,
     the ``frame`` both kinds of pose are in (``"lidar"`` or ``"camera"``, see the module),
     ``registered (K-1,) bool`` per pair (default all True) and ``reasons`` (K-1 strings, the
-    verdict's reason where a pair did not register, else ``""``)."""
+    verdict's reason where a pair did not register, else ``""``).
+
+    With loop closure (see the module) also ``segment_of (K,) int`` (the graph's segments; by
+    default they follow the breaks of the chain), ``starts`` ({first scan of a segment other
+    than 0: why the graph could not place it earlier}), ``edges`` (every candidate
+    :class:`~pcreg.mapping.edges.Edge` with its verdict and whether the graph kept it) and
+    ``neighbours`` (loop candidates per scan)."""
 
     poses: np.ndarray
     relative: np.ndarray
@@ -81,6 +108,10 @@ class OdometryResult:
     frame: str = "lidar"
     registered: np.ndarray | None = None
     reasons: list[str] | None = None
+    segment_of: np.ndarray | None = None
+    starts: dict[int, str] | None = None
+    edges: list | None = None
+    neighbours: int = 0
 
     def __post_init__(self) -> None:
         pairs = len(self.relative)
@@ -92,24 +123,47 @@ class OdometryResult:
 
     @property
     def complete(self) -> bool:
-        """Every consecutive pair registered: one segment, every pose in scan 0's frame."""
-        return bool(self.registered.all())
+        """One segment: every pose in scan 0's frame (the chain: every pair registered)."""
+        return bool((self.segments == 0).all())
 
     @property
     def segments(self) -> np.ndarray:
-        """``(K,) int``: the segment of every scan, 0 up to the first break, +1 after each."""
+        """``(K,) int``: the segment of every scan; the chain's: 0 up to the first break, +1
+        after each; the graph's: ``segment_of``."""
+        if self.segment_of is not None:
+            return np.asarray(self.segment_of, int)
         return np.concatenate([[0], np.cumsum(~self.registered)]).astype(int)
 
     def breaks(self, scans: Sequence[str | os.PathLike[str]]) -> list[dict[str, object]]:
-        """The broken pairs, as the sidecar lists them: ``{"pair": k-1, "src": scans[k],
-        "ref": scans[k-1], "reason", "segment"}`` (``segment``: the one scan k starts)."""
+        """Where a segment starts, as the sidecar lists it: ``{"pair": k-1, "src": scans[k],
+        "ref": scans[k-1], "reason", "segment"}`` for every scan k that starts a segment
+        (``segment``: the one it starts; the chain: the pairs that did not register)."""
         names = [os.fspath(s) for s in scans]
         seg = self.segments
-        return [
-            {"pair": i, "src": names[i + 1], "ref": names[i], "reason": self.reasons[i],
-             "segment": int(seg[i + 1])}
-            for i in np.flatnonzero(~self.registered).tolist()
-        ]  # fmt: skip
+        out = []
+        for k in range(1, len(seg)):
+            if seg[k] > seg[:k].max():
+                why = self.starts.get(k, "") if self.starts is not None else self.reasons[k - 1]
+                out.append({"pair": k - 1, "src": names[k], "ref": names[k - 1], "reason": why,
+                            "segment": int(seg[k])})  # fmt: skip
+        return out
+
+    def loop_record(self, scans: Sequence[str | os.PathLike[str]]) -> dict[str, object] | None:
+        """The sidecar's ``"loop_closure"`` (None without loop closure): ``candidates``,
+        ``neighbours``, counts, ``edges`` (every candidate: scans, kind, verdict, whether the
+        graph kept it, why not, residuals) and ``loops`` (the kept loop edges, the same)."""
+        if self.edges is None:
+            return None
+        names = [os.fspath(s) for s in scans]
+        heavy = ("T_ref_src", "information")
+        edges = [{k: v for k, v in e.to_dict(names).items() if k not in heavy} for e in self.edges]
+        return {
+            "candidates": "knn", "neighbours": self.neighbours, "pairs": len(edges),
+            "registered": sum(e["registered"] for e in edges),
+            "kept": sum(e["kept"] for e in edges),
+            "loops": [e for e in edges if e["kind"] == "loop" and e["kept"]],
+            "edges": edges,
+        }  # fmt: skip
 
     def in_camera_frame(self, tr: np.ndarray) -> OdometryResult:
         """The same motions as poses of the camera: ``P_k = Tr V_k inv(Tr)`` for every pose
@@ -153,8 +207,12 @@ def run_odometry(
     address: str | None = None,
     max_memory: int | str | None = None,
     nan_policy: str = "drop",
+    loop_closure: bool = False,
+    neighbours: int = 3,
 ) -> OdometryResult:
-    """Register each scan onto its predecessor and chain the motions (see module docstring).
+    """Register each scan onto its predecessor and chain the motions (see module docstring);
+    with ``loop_closure``, place the scans by a pose graph over the consecutive pairs and each
+    scan's ``neighbours`` best loop candidates instead (module docstring, "Loop closure").
 
     The consecutive pairs are independent, so they run in parallel on Ray
     (:class:`~pcreg.batch.runner.RayRunner`: a local cluster of ``workers`` CPUs, default all
@@ -163,7 +221,8 @@ def run_odometry(
     one by one in this process instead, without starting Ray.
 
     Raises:
-        InputError: fewer than two scans, or any scan that :func:`pcreg.api.register` rejects.
+        InputError: fewer than two scans, or any scan that :func:`pcreg.api.register` rejects;
+            with ``loop_closure``, a device other than the CPU or ``neighbours`` under 1.
 
     A consecutive pair that does not register is not an error: the chain breaks there and
     the scans after it start a new segment (see the module docstring; ``result.complete``,
@@ -177,6 +236,17 @@ def run_odometry(
             raise MissingFileError(name, "scan not found")
     if workers is not None and workers < 1:
         raise InputError("workers", f"must be at least 1, got {workers}")
+    if loop_closure:
+        from pcreg.batch.runner import BatchOptions
+        from pcreg.engine.heap import retaining
+
+        if device != "cpu":
+            raise InputError("device", "odometry with loop closure registers on the CPU")
+        options = BatchOptions(
+            model, method, icp, voxel_size, retain_heap=retaining(), max_memory=max_memory,
+            nan_policy=nan_policy,
+        )  # fmt: skip
+        return _through_graph(names, options, neighbours, workers, address, progress)
     if address is None and (workers == 1 or len(names) == 2 or device != "cpu"):
         relative, times, used, reasons = _serial(
             names, model, method, icp, voxel_size, device, progress, max_memory, nan_policy
@@ -213,6 +283,44 @@ def run_odometry(
 
 
 _BROKEN = np.full((4, 4), np.nan)  # the relative motion of a pair that did not register
+
+
+def _through_graph(names, options, neighbours, workers, address, progress) -> OdometryResult:
+    """The sequence through a map's pose graph, split into segments (module docstring)."""
+    from pcreg.io import read_points
+    from pcreg.mapping import candidate_pairs, place_segments, register_edges
+
+    if neighbours < 1:
+        raise InputError("neighbours", f"must be at least 1, got {neighbours}")
+    clouds = [read_points(n, nan_policy=options.nan_policy) for n in names]
+    pairs, _ = candidate_pairs(clouds, sequence=True, candidates="knn", neighbours=neighbours)
+    logger.info("loop closure: %d scans, %d candidate pairs (%d loop candidates)", len(names),
+                len(pairs), sum(kind == "loop" for *_, kind in pairs))  # fmt: skip
+    edges = register_edges(
+        clouds, names, pairs, options, workers=workers, address=address, progress=progress
+    )
+    placed = place_segments(clouds, edges)
+    consecutive = {e.src: e for e in edges if e.kind == "sequence"}  # scan k onto k-1
+    steps = [consecutive[k] for k in range(1, len(names))]
+    seg, poses = placed.segments, placed.poses
+    relative = [
+        np.linalg.inv(poses[k - 1]) @ poses[k] if seg[k] == seg[k - 1] else _BROKEN
+        for k in range(1, len(names))
+    ]
+    models = [e.model for e in edges if e.model]
+    loops = [e for e in edges if e.kind == "loop" and e.kept]
+    logger.info("loop closure: %d of %d edges kept, %d loops closed, %d segments",
+                sum(e.kept for e in edges), len(edges), len(loops), int(seg.max()) + 1)  # fmt: skip
+    for k, why in sorted(placed.starts.items()):
+        logger.info("%s: not placed with the scans before it: %s; segment %d starts there",
+                    names[k], why, int(seg[k]))  # fmt: skip
+    return OdometryResult(
+        poses, np.stack(relative), np.array([e.time_s for e in steps]),
+        max(set(models), key=models.count) if models else (options.model or "auto"),
+        registered=np.array([e.registered for e in steps], bool),
+        reasons=[e.reason if not e.registered else "" for e in steps],
+        segment_of=seg, starts=placed.starts, edges=edges, neighbours=neighbours,
+    )  # fmt: skip
 
 
 def _serial(names, model, method, icp, voxel_size, device, progress, max_memory, nan_policy):
@@ -328,16 +436,20 @@ def pose_record(
 ) -> dict[str, object]:
     """What a poses file's sidecar JSON says: ``{"frame", "calib" (path or None),
     "convention", "scans", "segments", "breaks"}``: ``segments`` the segment of every scan
-    and ``breaks`` the pairs that did not register (:meth:`OdometryResult.breaks`); without
-    ``result``, one segment and no break."""
-    return {
+    and ``breaks`` where a segment starts (:meth:`OdometryResult.breaks`); without
+    ``result``, one segment and no break. With loop closure also ``"loop_closure"``
+    (:meth:`OdometryResult.loop_record`)."""
+    record: dict[str, object] = {
         "frame": frame,
         "calib": None if calib is None else os.fspath(calib),
-        "convention": CONVENTION,
+        "convention": CONVENTION if result is None or result.edges is None else CONVENTION_LOOP,
         "scans": [os.fspath(s) for s in scans],
         "segments": [0] * len(scans) if result is None else result.segments.tolist(),
         "breaks": [] if result is None else result.breaks(scans),
     }
+    if result is not None and result.edges is not None:
+        record["loop_closure"] = result.loop_record(scans)
+    return record
 
 
 def sidecar_path(path: str | os.PathLike[str]) -> Path:

@@ -28,7 +28,12 @@ def add_parser(sub) -> None:
         "--address); the motions are chained in order. A pair that does not register breaks the "
         "chain: the scans after it start a new segment whose poses map into its own first "
         "scan's frame; the outputs are written all the same, OUT.json lists the segment of "
-        "every scan and the breaks, and the exit code is 3.",
+        "every scan and the breaks, and the exit code is 3. --loop-closure places the scans "
+        "through a map's pose graph instead (pcreg map --sequence: the consecutive pairs plus "
+        "each scan's --neighbours best loop candidates by an FPFH overlap score; the graph keeps "
+        "the edges that agree): segment 0 holds the scans the graph connects to the first scan, "
+        "a scan it cannot place starts a new segment, and OUT.json adds every edge's verdict and "
+        "the loops the graph closed.",
     )
     cmd.add_argument(
         "scans", type=Path, nargs="+", help="scans in time order, a directory of scans or a glob"
@@ -62,6 +67,15 @@ def add_parser(sub) -> None:
         help="local Ray cluster CPUs (default: all cores); 1: one by one in this process",
     )  # fmt: skip
     cmd.add_argument("--address", default=None, help="an existing Ray cluster (or RAY_ADDRESS)")
+    cmd.add_argument(
+        "--loop-closure", action="store_true",
+        help="close loops: consecutive pairs plus loop candidates through a pose graph",
+    )  # fmt: skip
+    cmd.add_argument(
+        "--neighbours", type=int, default=3, metavar="K",
+        help="with --loop-closure: loop candidates per scan, its K best non-consecutive "
+        "partners by an FPFH overlap score (default 3)",
+    )  # fmt: skip
     cmd.set_defaults(func=run)
 
 
@@ -69,10 +83,11 @@ def run(args: argparse.Namespace) -> int:
     import numpy as np
 
     from pcreg.data.kitti import read_calib_tr
-    from pcreg.errors import NotRegisteredError
+    from pcreg.errors import InputError, NotRegisteredError
     from pcreg.io import read_points
     from pcreg.odometry import (
         CONVENTION,
+        CONVENTION_LOOP,
         pose_record,
         resolve_calib,
         run_odometry,
@@ -82,6 +97,10 @@ def run(args: argparse.Namespace) -> int:
         write_kitti_poses,
     )
 
+    if args.loop_closure and args.neighbours < 1:
+        raise InputError("--neighbours", f"must be at least 1, got {args.neighbours}")
+    if args.loop_closure and args.device != "cpu":
+        raise InputError("--device", "odometry with --loop-closure registers on the CPU")
     sidecar = None if args.out is None else sidecar_path(args.out)
     check_outputs([args.out, sidecar, args.render], args.force)
     args.scans = scan_list(args.scans)
@@ -99,6 +118,8 @@ def run(args: argparse.Namespace) -> int:
         max_memory=args.max_memory,
         nan_policy=nan_policy(args),
         progress=sys.stderr.isatty(),  # a bar on a terminal; logs and errors stay one line
+        loop_closure=args.loop_closure,
+        neighbours=args.neighbours,
     )
     poses = result if tr is None else result.in_camera_frame(tr)
     if args.out is not None:
@@ -107,30 +128,36 @@ def run(args: argparse.Namespace) -> int:
         logger.info("wrote %s and %s (%s frame)", args.out, sidecar, poses.frame)
     if args.render is not None:  # a top-down (x-y) map: the LiDAR frame's z is up
         # only segment 0 shares the first scan's frame: a later one would overlay it wrongly
-        first = int((result.segments == 0).sum())
-        scans = [read_points(p, nan_policy=nan_policy(args)) for p in args.scans[:first]]
+        first = np.flatnonzero(result.segments == 0).tolist()
+        scans = [read_points(args.scans[k], nan_policy=nan_policy(args)) for k in first]
         title = f"pcreg odometry ({args.method}, {result.model}): {len(scans)} scans"
         if not result.complete:
-            title += f" of {len(args.scans)} (segment 0: the chain breaks after scan {first - 1})"
+            title += f" of {len(args.scans)} (segment 0 only)"
         save_trajectory_png(
-            args.render, result.poses[:first], scans, title=title, overwrite=args.force
+            args.render, result.poses[first], scans, title=title, overwrite=args.force
         )
         logger.info("wrote %s", args.render)
     registered = poses.registered.tolist()
+    linked = np.isfinite(poses.relative).all(axis=(1, 2))  # both scans in one segment
     if args.json:
         pairs = [
             {"src": str(args.scans[k + 1]), "ref": str(args.scans[k]), "registered": ok,
              "reason": poses.reasons[k] or None, "time_s": float(result.times[k])}
             for k, ok in enumerate(registered)
         ]  # fmt: skip
+        if result.edges is not None:  # whether the graph kept each consecutive edge
+            kept = {e.src: e for e in result.edges if e.kind == "sequence"}
+            for k, pair in enumerate(pairs):
+                pair["kept"] = kept[k + 1].kept
+                pair["rejected"] = kept[k + 1].rejected or None
         record = {
             "scans": [str(p) for p in args.scans],
             "frame": poses.frame,
             "calib": None if calib is None else str(calib),
-            "convention": CONVENTION,
+            "convention": CONVENTION if result.edges is None else CONVENTION_LOOP,
             "poses": poses.poses.tolist(),
-            "relative": [  # null: the pair did not register (no motion across a break)
-                t.tolist() if ok else None for t, ok in zip(poses.relative, registered, strict=True)
+            "relative": [  # null: no motion across a break (the chain: not registered)
+                t.tolist() if ok else None for t, ok in zip(poses.relative, linked, strict=True)
             ],
             "time_s": result.times.tolist(),
             "method": args.method,
@@ -140,12 +167,14 @@ def run(args: argparse.Namespace) -> int:
             "segments": poses.segments.tolist(),
             "breaks": poses.breaks(args.scans),
         }
+        if result.edges is not None:
+            record["loop_closure"] = poses.loop_record(args.scans)
         sys.stdout.write(json.dumps(record) + "\n")
     else:  # 12 numbers a line and nothing else (KITTI's devkit reads no comments)
         rows = poses.poses[:, :3, :4].reshape(len(poses.poses), 12)
         for row in rows:
             sys.stdout.write(" ".join(f"{v:.6e}" for v in row) + "\n")
-        steps = np.linalg.norm(poses.relative[:, :3, 3], axis=1)[poses.registered]
+        steps = np.linalg.norm(poses.relative[:, :3, 3], axis=1)[linked]
         logger.info(
             "%d scans, %s frame, path length %.2f m, %.2f s per registration",
             len(rows),
@@ -156,6 +185,13 @@ def run(args: argparse.Namespace) -> int:
     if not poses.complete:  # the outputs are written: now one line on stderr, exit 3
         broken = poses.breaks(args.scans)
         where = "" if args.out is None else f", see {sidecar} for the segment of every scan"
+        if result.edges is not None:
+            raise NotRegisteredError(
+                broken[0]["src"],
+                f"{broken[0]['reason']}; the pose graph places {len(broken) + 1} segments of "
+                f"{len(registered) + 1} scans, poses map into the first scan of their own "
+                f"segment{where}",
+            )
         raise NotRegisteredError(
             f"{broken[0]['src']} -> {broken[0]['ref']}",
             f"{broken[0]['reason']}; the odometry chain breaks at {len(broken)} of "
