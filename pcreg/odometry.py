@@ -536,10 +536,7 @@ def save_trajectory_png(
     """Top-down (x-y) picture: the merged map (every scan moved by its pose, ``map_voxel``
     downsampled, coloured by height, with its colour bar) and the trajectory (a red line
     through one dot per scan, the start a white triangle and the end a black square)."""
-    import matplotlib.pyplot as plt
+    from pcreg.viz.figures import save_figure
 
     fig = trajectory_figure(poses, scans, map_voxel=map_voxel, title=title)
-    with atomic_output(path, overwrite=overwrite) as tmp:
-        fig.savefig(tmp, dpi=100, format="png")
-    plt.close(fig)
-    return Path(path)
+    return save_figure(fig, path, dpi=100, overwrite=overwrite)

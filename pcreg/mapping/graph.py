@@ -138,20 +138,14 @@ def _cycle_support(edges: Sequence[Edge], samples: Sequence[np.ndarray], opt: Gr
 
 
 def _components(count: int, links: Sequence[tuple[int, int]]) -> np.ndarray:
-    """``(count,) int``: a component label per node (the smallest node index in it)."""
-    parent = list(range(count))
+    """``(count,) int``: a component label per node (scipy's: labels in the order of each
+    component's smallest node, so the component of node 0 is label 0)."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
 
-    def find(x: int) -> int:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    for a, b in links:
-        ra, rb = find(a), find(b)
-        if ra != rb:
-            parent[max(ra, rb)] = min(ra, rb)
-    return np.array([find(k) for k in range(count)])
+    pairs = np.asarray(links, dtype=np.int64).reshape(-1, 2)
+    adjacency = coo_matrix((np.ones(len(pairs)), (pairs[:, 0], pairs[:, 1])), (count, count))
+    return connected_components(adjacency, directed=False)[1]
 
 
 def _reference(count: int, links: Sequence[tuple[int, int]]) -> tuple[int, np.ndarray]:

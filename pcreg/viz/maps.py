@@ -130,13 +130,10 @@ def map_figure(
 def save_map_png(path: str | os.PathLike[str], *args: Any, overwrite: bool = False,
                  **kwargs: Any) -> Path:  # fmt: skip
     """:func:`map_figure` written atomically as a PNG."""
-    import matplotlib.pyplot as plt
+    from pcreg.viz.figures import save_figure
 
     fig = map_figure(*args, **kwargs)
-    with atomic_output(path, overwrite=overwrite) as tmp:
-        fig.savefig(tmp, dpi=100, format="png")
-    plt.close(fig)
-    return Path(path)
+    return save_figure(fig, path, dpi=100, overwrite=overwrite)
 
 
 def write_map_report(
