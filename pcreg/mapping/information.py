@@ -30,10 +30,20 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["INFORMATION_VOXELS", "information_matrix", "pose_covariance"]
+__all__ = [
+    "COVARIANCE_FLOOR_VOXELS",
+    "INFORMATION_VOXELS",
+    "calibrated_variance",
+    "information_matrix",
+    "pose_covariance",
+    "residual_variance",
+]
 
 #: the information matrix's correspondence distance, in voxels of the edge
 INFORMATION_VOXELS = 1.5
+#: the calibration's floor: a systematic error of this many voxels per correspondence,
+#: fitted on generated pairs (see the module docstring)
+COVARIANCE_FLOOR_VOXELS = 0.0
 
 
 def _thinned(points: np.ndarray, voxel: float):
@@ -66,25 +76,48 @@ def information_matrix(
     )
 
 
-def pose_covariance(
+def residual_variance(
     src: np.ndarray, ref: np.ndarray, transform: np.ndarray, voxel: float
-) -> tuple[np.ndarray, np.ndarray, int]:
-    """``(information (6, 6), covariance (6, 6), correspondences)`` of ``T_ref_src`` (see the
-    module docstring); the covariance is NaN where the matrix is singular (fewer than 3
-    correspondences, or all on a line). Arguments as :func:`information_matrix`."""
+) -> tuple[float, int]:
+    """``(sigma², count)``: the residual variance per coordinate (input units²) of the
+    information matrix's correspondences at ``transform`` (each thinned reference point moved
+    into the source frame and its nearest thinned source point within
+    :data:`INFORMATION_VOXELS` voxels; their mean squared distance over 3), and how many there
+    are (NaN variance where none). Arguments as :func:`information_matrix`."""
     from scipy.spatial import cKDTree
 
-    info = information_matrix(src, ref, transform, voxel)
-    # the matrix's own correspondences: each reference point, moved into the source frame,
-    # and its nearest source point within the distance
     t = np.linalg.inv(np.asarray(transform, np.float64))
     moved = np.asarray(_thinned(ref, voxel).points) @ t[:3, :3].T + t[:3, 3]
     dist, _ = cKDTree(np.asarray(_thinned(src, voxel).points)).query(
         moved, distance_upper_bound=INFORMATION_VOXELS * voxel
     )
     near = dist[np.isfinite(dist)]
-    count = len(near)
+    return (float(np.mean(near**2)) / 3.0 if len(near) else float("nan")), len(near)
+
+
+def calibrated_variance(variance: float, count: int, voxel: float) -> float:
+    """The scale ``s²`` of the calibrated covariance ``s² I⁻¹``: ``sigma² + (c voxel)² N``
+    with ``c`` :data:`COVARIANCE_FLOOR_VOXELS` and ``N`` the correspondences (see the module
+    docstring); input units²."""
+    return float(variance) + (COVARIANCE_FLOOR_VOXELS * float(voxel)) ** 2 * int(count)
+
+
+def pose_covariance(
+    src: np.ndarray,
+    ref: np.ndarray,
+    transform: np.ndarray,
+    voxel: float,
+    calibrated: bool = True,
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """``(information (6, 6), covariance (6, 6), correspondences)`` of ``T_ref_src`` (see the
+    module docstring); the covariance is calibrated (:func:`calibrated_variance`) unless
+    ``calibrated=False`` (ICP's own ``sigma² I⁻¹``), and NaN where the matrix is singular
+    (fewer than 3 correspondences, or all on a line). Arguments as
+    :func:`information_matrix`."""
+    info = information_matrix(src, ref, transform, voxel)
+    variance, count = residual_variance(src, ref, transform, voxel)
     if count < 3 or np.linalg.matrix_rank(info) < 6:
         return info, np.full((6, 6), np.nan), count
-    variance = float(np.mean(near**2)) / 3.0
+    if calibrated:
+        variance = calibrated_variance(variance, count, voxel)
     return info, variance * np.linalg.inv(info), count
