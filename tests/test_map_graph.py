@@ -109,16 +109,16 @@ def test_the_covariance_is_the_residual_variance_over_the_information(views):
     clouds, poses, size = views
     voxel = size / 60
     t = np.linalg.inv(poses[0]) @ poses[1]
-    info, cov, count = pose_covariance(clouds[1], clouds[0], t, voxel)
+    info, cov, count = pose_covariance(clouds[1], clouds[0], t, voxel, kind=None)
     assert count == pytest.approx(info[5, 5])
     variance = (cov @ info)[0, 0]
     assert np.allclose(cov @ info, variance * np.eye(6), atol=1e-9 * variance)
     assert 0 < np.sqrt(3 * variance) < voxel
     off = t.copy()
     off[:3, 3] += [2 * voxel, 0, 0]
-    _, cov_off, _ = pose_covariance(clouds[1], clouds[0], off, voxel)
+    _, cov_off, _ = pose_covariance(clouds[1], clouds[0], off, voxel, kind=None)
     assert np.trace(cov_off[3:, 3:]) > np.trace(cov[3:, 3:])
-    assert np.isnan(pose_covariance(clouds[1][:2], clouds[0], t, voxel)[1]).all()
+    assert np.isnan(pose_covariance(clouds[1][:2], clouds[0], t, voxel, kind=None)[1]).all()
 
 
 def test_correct_edges_place_every_scan(views):

@@ -84,6 +84,8 @@ class CovarianceSample:
     variance: float
     count: int
     voxel: float
+    #: the calibration's kind: ``"object"`` where the result says ``object``, else its setting
+    kind: str = "indoor"
 
     def covariance(self, calibrated: bool = True) -> np.ndarray:
         from pcreg.mapping.information import calibrated_variance
@@ -91,7 +93,7 @@ class CovarianceSample:
         if self.count < 3 or np.linalg.matrix_rank(self.information) < 6:
             return np.full((6, 6), np.nan)
         scale = (
-            calibrated_variance(self.variance, self.count, self.voxel)
+            calibrated_variance(self.variance, self.count, self.voxel, self.kind)
             if calibrated
             else self.variance
         )
@@ -102,8 +104,8 @@ class CovarianceSample:
 
 
 def generated_cases(
-    objects: tuple[int, ...] = (101, 102, 103),
-    rooms: tuple[int, ...] = (101, 102),
+    objects: tuple[int, ...] = tuple(range(101, 110)),
+    rooms: tuple[int, ...] = tuple(range(101, 107)),
     streets: tuple[int, ...] = (101, 102, 103),
     pairs_per_scene: int = 12,
 ) -> list[ZeroShotCase]:
@@ -151,7 +153,8 @@ def measure(cases: list[ZeroShotCase], progress: bool = True) -> list[Covariance
         variance, count = residual_variance(case.src, case.ref, res.transform, res.voxel_size)
         out.append(CovarianceSample(
             case.group, case.name, True, success(case, res.transform),
-            pose_delta(res.transform, case.gt), info, variance, count, res.voxel_size))  # fmt: skip
+            pose_delta(res.transform, case.gt), info, variance, count, res.voxel_size,
+            "object" if res.object else res.setting))  # fmt: skip
     return out
 
 

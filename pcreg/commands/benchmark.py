@@ -57,6 +57,12 @@ def add_parser(sub) -> None:
         "KITTI under random rotations vs FPFH+RANSAC and KISS-Matcher (pip install kiss-matcher)",
     )
     bench.add_argument(
+        "--covariance",
+        action="store_true",
+        help="how often the pose covariance's 95 %% ellipsoid holds the true pose: generated "
+        "pairs (its calibration set) and the zero-shot scans (--draws, default 1)",
+    )
+    bench.add_argument(
         "--no-peers", action="store_true", help="--zero-shot: pcreg alone (no peer columns)"
     )
     bench.add_argument(
@@ -87,6 +93,8 @@ def run(args: argparse.Namespace) -> int:
     are absent with a warning."""
     if args.zero_shot:
         return _benchmark_zero_shot(args)
+    if args.covariance:
+        return _benchmark_covariance(args)
     if args.registration:
         return _benchmark_registration(args)
     if args.busy:
@@ -227,6 +235,19 @@ def _benchmark_zero_shot(args: argparse.Namespace) -> int:
         raise InputError(args.shared_data, "no zero-shot data here or in ../train_data")
     rows = run_zero_shot(cases, with_peers=not args.no_peers)
     return _emit(args, "zero-shot", format_zero_shot_table(rows, _command(args)))
+
+
+def _benchmark_covariance(args: argparse.Namespace) -> int:
+    from pcreg.bench.covariance import format_coverage_table, generated_cases, measure
+    from pcreg.bench.zero_shot import zero_shot_cases
+
+    sets = {"generated (calibration)": measure(generated_cases())}
+    real = zero_shot_cases(args.shared_data, draws=args.draws or 1)
+    if real:
+        sets["real scans (check)"] = measure(real)
+    else:
+        logger.warning("no zero-shot data under %s: generated pairs only", args.shared_data)
+    return _emit(args, "covariance", format_coverage_table(sets, _command(args)))
 
 
 def _benchmark_registration(args: argparse.Namespace) -> int:

@@ -19,11 +19,25 @@ diagonal off, against 0.1-0.23 % in the source frame (the same 22 edges). The cl
 voxelised at the edge's voxel first and the distance is 1.5 voxels (the verifier's overlap
 radius).
 
-Covariance (:func:`pose_covariance`): ``σ² I⁻¹``, the Gauss-Newton covariance of the same
-linearisation, with ``σ²`` the residual variance per coordinate of the correspondences the
-matrix sums over (their mean squared distance after the transform, over 3). Units: rad² for
-the rotation block, input units² for the translation block, rad x unit between them; in the
-source frame, rotation first.
+Covariance (:func:`pose_covariance`): ``s² I⁻¹``, the Gauss-Newton covariance of the same
+linearisation. ICP's own scale is ``s² = σ²``, the residual variance per coordinate of the
+correspondences the matrix sums over (their mean squared distance after the transform, over 3):
+it treats the N correspondences as independent, and is 35-130x too small on objects and real
+scans (none of the true poses of the generated object pairs, the bunny, the dragon, TUM, 3DMatch
+or KITTI inside its 95 % ellipsoid; ``pcreg benchmark --covariance``, BENCHMARKS.md "Pose
+covariance coverage"). The calibrated scale adds a floor, a systematic error of ``c`` voxels
+per correspondence that does not average out (sampling and surface differences between the
+scans): ``s² = σ² + (c · voxel)² N`` (:func:`calibrated_variance`), so the translation's standard
+deviation is at least about ``c`` voxels and the rotation's about ``c`` voxels over the
+correspondences' radius of gyration, along the directions the geometry pins (a plane or a
+corridor leaves its slide free in ``I``). ``c`` is per kind of registration
+(:data:`COVARIANCE_FLOOR_VOXELS`), fitted so that the 95 % ellipsoid holds 95 % of the errors of
+the right registrations of the default pipeline on generated pairs
+(:func:`pcreg.bench.covariance.generated_cases`: objects seeds 101-109, 53 pairs, c = 0.087;
+rooms 101-106, 55 pairs, c = 0.41, set by the few pairs that slid up to 1.4 voxels along a wall
+while most are within 0.05 voxel; streets 101-103, 36 pairs, c = 0.017), never on real scans.
+Units: rad² for the rotation block, input units² for the translation block, rad x unit between
+them; in the source frame, rotation first.
 """
 
 from __future__ import annotations
@@ -41,9 +55,10 @@ __all__ = [
 
 #: the information matrix's correspondence distance, in voxels of the edge
 INFORMATION_VOXELS = 1.5
-#: the calibration's floor: a systematic error of this many voxels per correspondence,
-#: fitted on generated pairs (see the module docstring)
-COVARIANCE_FLOOR_VOXELS = 0.0
+#: the calibration's floor per kind of registration (``"object"`` where the result says
+#: ``object``, else its setting): ``c`` of :func:`calibrated_variance`, in voxels, fitted on
+#: generated pairs (see the module docstring)
+COVARIANCE_FLOOR_VOXELS = {"object": 0.087, "indoor": 0.41, "outdoor": 0.017}
 
 
 def _thinned(points: np.ndarray, voxel: float):
@@ -95,29 +110,28 @@ def residual_variance(
     return (float(np.mean(near**2)) / 3.0 if len(near) else float("nan")), len(near)
 
 
-def calibrated_variance(variance: float, count: int, voxel: float) -> float:
-    """The scale ``s²`` of the calibrated covariance ``s² I⁻¹``: ``sigma² + (c voxel)² N``
-    with ``c`` :data:`COVARIANCE_FLOOR_VOXELS` and ``N`` the correspondences (see the module
-    docstring); input units²."""
-    return float(variance) + (COVARIANCE_FLOOR_VOXELS * float(voxel)) ** 2 * int(count)
+def calibrated_variance(variance: float, count: int, voxel: float, kind: str) -> float:
+    """The scale ``s²`` of the calibrated covariance ``s² I⁻¹``: ``sigma² + (c voxel)² N`` with
+    ``c`` :data:`COVARIANCE_FLOOR_VOXELS` of ``kind`` (``"object"``, ``"indoor"`` or
+    ``"outdoor"``) and ``N`` the correspondences (see the module docstring); input units²."""
+    floor = COVARIANCE_FLOOR_VOXELS[kind] * float(voxel)
+    return float(variance) + floor**2 * int(count)
 
 
 def pose_covariance(
-    src: np.ndarray,
-    ref: np.ndarray,
-    transform: np.ndarray,
-    voxel: float,
-    calibrated: bool = True,
+    src: np.ndarray, ref: np.ndarray, transform: np.ndarray, voxel: float, *, kind: str | None
 ) -> tuple[np.ndarray, np.ndarray, int]:
     """``(information (6, 6), covariance (6, 6), correspondences)`` of ``T_ref_src`` (see the
-    module docstring); the covariance is calibrated (:func:`calibrated_variance`) unless
-    ``calibrated=False`` (ICP's own ``sigma² I⁻¹``), and NaN where the matrix is singular
-    (fewer than 3 correspondences, or all on a line). Arguments as
+    module docstring). ``kind``: ``"object"``, ``"indoor"`` or ``"outdoor"`` (the result's
+    ``object``, else its ``setting``) for the calibrated covariance
+    (:func:`calibrated_variance`), ``None`` for ICP's own ``sigma² I⁻¹``, which is too small
+    (BENCHMARKS.md, "Pose covariance coverage"). The covariance is NaN where the matrix is
+    singular (fewer than 3 correspondences, or all on a line). Other arguments as
     :func:`information_matrix`."""
     info = information_matrix(src, ref, transform, voxel)
     variance, count = residual_variance(src, ref, transform, voxel)
     if count < 3 or np.linalg.matrix_rank(info) < 6:
         return info, np.full((6, 6), np.nan), count
-    if calibrated:
-        variance = calibrated_variance(variance, count, voxel)
+    if kind is not None:
+        variance = calibrated_variance(variance, count, voxel, kind)
     return info, variance * np.linalg.inv(info), count
