@@ -195,6 +195,7 @@ def format_coverage_table(sets: dict[str, list[CovarianceSample]], command: str)
     from pcreg.bench.report import machine_description
     from pcreg.mapping.information import COVARIANCE_FLOOR_VOXELS
 
+    floors = ", ".join(f"{k} {c:g}" for k, c in COVARIANCE_FLOOR_VOXELS.items())
     lines = [
         "## Pose covariance coverage",
         "",
@@ -205,8 +206,9 @@ def format_coverage_table(sets: dict[str, list[CovarianceSample]], command: str)
         "the errors inside its 95 % ellipsoid (`d2 <= chi2.ppf(0.95, 6) = 12.59`) and has a "
         "median `d2 / 6` near 0.89. 'Raw' is ICP's `sigma^2 inv(information)` (the residual "
         "variance over the correspondences, as if they were independent); 'calibrated' adds "
-        f"the floor fitted on the generated pairs, `({COVARIANCE_FLOOR_VOXELS:g} voxel)^2 N "
-        "inv(information)` (`pcreg.mapping.information`). The generated pairs are the "
+        "the floor fitted on the generated pairs, `(c voxel)^2 N inv(information)` with c "
+        f"per kind of registration ({floors}; `pcreg.mapping.information`), the kind being "
+        "what the result says (`object`, else its setting). The generated pairs are the "
         "calibration set; the real scans were not used to fit it. Wrong registrations "
         "(registered, but failing the zero-shot criterion) are not scored and are counted "
         "beside.",
