@@ -21,23 +21,23 @@ radius).
 
 Covariance (:func:`pose_covariance`): ``s² I⁻¹``, the Gauss-Newton covariance of the same
 linearisation. ICP's own scale is ``s² = σ²``, the residual variance per coordinate of the
-correspondences the matrix sums over (their mean squared distance after the transform, over 3):
-it treats the N correspondences as independent, and is 35-130x too small on objects and real
-scans (none of the true poses of the generated object pairs, the bunny, the dragon, TUM, 3DMatch
-or KITTI inside its 95 % ellipsoid; ``pcreg benchmark --covariance``, BENCHMARKS.md "Pose
-covariance coverage"). The calibrated scale adds a floor, a systematic error of ``c`` voxels
-per correspondence that does not average out (sampling and surface differences between the
-scans): ``s² = σ² + (c · voxel)² N`` (:func:`calibrated_variance`), so the translation's standard
-deviation is at least about ``c`` voxels and the rotation's about ``c`` voxels over the
-correspondences' radius of gyration, along the directions the geometry pins (a plane or a
-corridor leaves its slide free in ``I``). ``c`` is per kind of registration
+correspondences the matrix sums over (their mean squared distance after the transform, over 3): it
+treats the N correspondences as independent, and its variance is 35x too small on generated objects
+and 58-3170x on real scans (median ``d2 / 6``; none of the true poses of the generated objects, the
+bunny, the dragon, TUM, 3DMatch or KITTI inside its 95 % ellipsoid; ``pcreg benchmark
+--covariance``, BENCHMARKS.md "Pose covariance coverage"). The calibrated scale adds a floor, a
+systematic error of ``c`` voxels per correspondence that does not average out (sampling and surface
+differences between the scans): ``s² = σ² + (c · voxel)² N`` (:func:`calibrated_variance`), so the
+translation's standard deviation is at least about ``c`` voxels and the rotation's about ``c``
+voxels over the correspondences' radius of gyration, along the directions the geometry pins (a
+plane or a corridor leaves its slide free in ``I``). ``c`` is per kind of registration
 (:data:`COVARIANCE_FLOOR_VOXELS`), fitted so that the 95 % ellipsoid holds 95 % of the errors of
 the right registrations of the default pipeline on generated pairs
-(:func:`pcreg.bench.covariance.generated_cases`: objects seeds 101-109, 53 pairs, c = 0.087;
-rooms 101-106, 55 pairs, c = 0.41, set by the few pairs that slid up to 1.4 voxels along a wall
-while most are within 0.05 voxel; streets 101-103, 36 pairs, c = 0.017), never on real scans.
-Units: rad² for the rotation block, input units² for the translation block, rad x unit between
-them; in the source frame, rotation first.
+(:func:`pcreg.bench.covariance.generated_cases`: objects seeds 101-109, 53 pairs, c = 0.087; rooms
+101-106, 55 pairs, c = 0.41, set by the few pairs that slid up to 1.4 voxels along a wall while
+most are within 0.05 voxel; streets 101-103, 36 pairs, c = 0.017), never on real scans. Units: rad²
+for the rotation block, input units² for the translation block, rad x unit between them; in the
+source frame, rotation first.
 """
 
 from __future__ import annotations
