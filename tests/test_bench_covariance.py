@@ -109,3 +109,20 @@ def test_the_calibrated_ellipsoid_holds_the_errors_of_generated_object_pairs():
     raw = sum(s.d2(calibrated=False) <= CHI2_95_6 for s in right)
     assert calibrated >= len(right) - 1, (calibrated, len(right))
     assert raw <= len(right) // 4, (raw, len(right))
+
+
+def test_coverage_rows_score_right_registrations_only():
+    """Hand-made samples with ``information = I`` and sigma² 1 (floor 0 for an outdoor voxel
+    of 0): d2 is ``|delta|²``; the wrong registration is counted, not scored."""
+    from pcreg.bench.covariance import CovarianceSample, coverage_rows, format_coverage_table
+
+    def sample(norm2: float, right: bool = True) -> CovarianceSample:
+        delta = np.zeros(6)
+        delta[0] = np.sqrt(norm2)
+        return CovarianceSample("g", "x", True, right, delta, np.eye(6), 1.0, 100, 0.0, "outdoor")
+
+    samples = [sample(1.0), sample(6.0), sample(12.0), sample(30.0), sample(1e6, right=False)]
+    (row,) = coverage_rows(samples)
+    assert (row.n, row.wrong, row.covered, row.covered_raw) == (4, 1, 3, 3)
+    assert row.median_scale == pytest.approx(9.0 / 6)
+    assert "| set | g | 4 | 1 | 75% (3/4) |" in format_coverage_table({"set": samples}, "cmd")
