@@ -23,7 +23,7 @@ Covariance (:func:`pose_covariance`): ``s² I⁻¹``, the Gauss-Newton covarianc
 linearisation. ICP's own scale is ``s² = σ²``, the residual variance per coordinate of the
 correspondences the matrix sums over (their mean squared distance after the transform, over 3): it
 treats the N correspondences as independent, and its variance is 35x too small on generated objects
-and 58-3170x on real scans (median ``d2 / 6``; none of the true poses of the generated objects, the
+and 57-2350x on real scans (median ``d2 / 6``; none of the true poses of the generated objects, the
 bunny, the dragon, TUM, 3DMatch or KITTI inside its 95 % ellipsoid; ``pcreg benchmark
 --covariance``, BENCHMARKS.md "Pose covariance coverage"). The calibrated scale adds a floor, a
 systematic error of ``c`` voxels per correspondence that does not average out (sampling and surface
