@@ -39,7 +39,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from conftest import REPO, SHARED_DATA
+
+# as tests/conftest.py defines them (not imported: under the whole suite the module named
+# ``conftest`` may be another directory's)
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = Path(os.environ.get("PCREG_SHARED_DATA", REPO.parent / "shared" / "data"))
 
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 RUNNABLE = {"bash": "bash", "sh": "bash", "python": "python"}
