@@ -1,5 +1,5 @@
 """The pose covariance's convention and calibration (:mod:`pcreg.bench.covariance`,
-:mod:`pcreg.mapping.information`).
+:mod:`pcreg.registration.information`).
 
 The convention test perturbs a pose by a known source-frame motion and checks that
 :func:`pose_delta` gives it back and that the information matrix is the curvature of the
@@ -16,7 +16,7 @@ import pytest
 from scipy.spatial.transform import Rotation
 
 from pcreg.bench.covariance import CHI2_95_6, mahalanobis2, pose_delta
-from pcreg.mapping.information import information_matrix, pose_covariance
+from pcreg.registration.information import information_matrix, pose_covariance
 
 
 def _motion(delta: np.ndarray) -> np.ndarray:

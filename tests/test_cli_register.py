@@ -308,3 +308,26 @@ def test_an_output_never_replaces_an_input_even_with_force(capsys, tmp_path, pai
     os.link(files[target], alias)  # the same file under another name
     _fail(capsys, [*argv, "--render", str(alias)], "is an input of this command")
     assert files[target].read_bytes() == before
+
+
+def test_python_result_carries_the_covariance_json_reports(capsys, pair_files):
+    """``result.uncertainty(src, ref)`` is what ``--json`` reports: the same 6x6 information
+    and calibrated covariance, positive definite, under the same convention."""
+    import pcreg
+    from pcreg.io import read_points
+
+    d = pair_files
+    argv = ["register", str(d / "src.ply"), str(d / "ref.ply"), "--method", "fpfh-ransac",
+            "--icp", "--json"]  # fmt: skip
+    assert main(argv) == 0
+    record = json.loads(capsys.readouterr().out)
+    src, ref = read_points(d / "src.ply"), read_points(d / "ref.ply")
+    result = pcreg.register(src, ref, method="fpfh-ransac", icp=True)
+    assert np.allclose(result.transform, record["transform"], atol=1e-6)
+    mine = result.uncertainty(src, ref)
+    assert mine["covariance_convention"] == record["covariance_convention"]
+    assert "calibrated for indoor scans" in mine["covariance_convention"]
+    cov = np.asarray(mine["covariance"], np.float64)
+    assert np.allclose(cov, np.asarray(record["covariance"], np.float64), rtol=1e-6)
+    assert np.allclose(mine["information"], record["information"], rtol=1e-9)
+    assert np.allclose(cov, cov.T) and np.linalg.eigvalsh(cov).min() > 0

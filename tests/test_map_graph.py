@@ -14,7 +14,7 @@ from scipy.spatial.transform import Rotation
 from pcreg.mapping.candidates import candidate_pairs
 from pcreg.mapping.edges import Edge
 from pcreg.mapping.graph import GraphOptions, optimise_graph, rotation_deg
-from pcreg.mapping.information import information_matrix, pose_covariance
+from pcreg.registration.information import information_matrix, pose_covariance
 
 
 @pytest.fixture(scope="module")

@@ -15,8 +15,8 @@ from pcreg.cli import main
 from pcreg.mapping.build import MapResult
 from pcreg.mapping.edges import Edge
 from pcreg.mapping.graph import optimise_graph
-from pcreg.mapping.information import COVARIANCE_FLOOR_VOXELS, information_matrix
 from pcreg.mapping.outputs import OUTPUT_NAMES, write_map
+from pcreg.registration.information import COVARIANCE_FLOOR_VOXELS, information_matrix
 
 TRAIN = Path(__file__).resolve().parents[1].parent / "shared" / "train_data"
 BUNNY = TRAIN / "stanford_bunny_range_scans"
@@ -147,7 +147,7 @@ def test_argument_and_output_errors_are_one_line_and_create_nothing(tmp_path, ca
 def test_register_json_carries_the_pose_covariance(tmp_path, capsys):
     """``pcreg register --json``: the information matrix and the calibrated covariance of the
     estimate (rotation in rad then translation, source frame; the object floor of
-    ``pcreg.mapping.information``); on two overlapping bunny views the standard deviations
+    ``pcreg.registration.information``); on two overlapping bunny views the standard deviations
     are a small fraction of a degree and of a millimetre."""
     files, _ = _bunny_views(tmp_path, ("bun000", "bun045"))
     assert main(["register", str(files[1]), str(files[0]), "--json"]) == 0

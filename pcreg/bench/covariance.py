@@ -1,4 +1,4 @@
-"""Coverage of the pose covariance (:func:`pcreg.mapping.information.pose_covariance`): how
+"""Coverage of the pose covariance (:func:`pcreg.registration.information.pose_covariance`): how
 often the true pose lies inside the covariance's 95 % ellipsoid.
 
 For each registered pair with a ground truth the error is the motion of the source frame that
@@ -88,7 +88,7 @@ class CovarianceSample:
     kind: str = "indoor"
 
     def covariance(self, calibrated: bool = True) -> np.ndarray:
-        from pcreg.mapping.information import calibrated_variance
+        from pcreg.registration.information import calibrated_variance
 
         if self.count < 3 or np.linalg.matrix_rank(self.information) < 6:
             return np.full((6, 6), np.nan)
@@ -112,7 +112,7 @@ def generated_cases(
     """Generated pairs in their sensor frames (no extra motion): ``object`` (turntable views,
     overlap > 0.3), ``indoor`` (room fragments, overlap > 0.3), ``outdoor`` (consecutive street
     scans about 10 m apart, scored by the KITTI criterion); at most ``pairs_per_scene`` of each
-    scene. The default seeds are the calibration set of :mod:`pcreg.mapping.information`."""
+    scene. The default seeds are the calibration set of :mod:`pcreg.registration.information`."""
     from pcreg.data.synthetic import indoor_pairs, outdoor_pairs
     from pcreg.data.synthetic.objects import object_pairs
 
@@ -138,7 +138,7 @@ def measure(cases: list[ZeroShotCase], progress: bool = True) -> list[Covariance
     from tqdm import tqdm
 
     from pcreg.api import register_points
-    from pcreg.mapping.information import information_matrix, residual_variance
+    from pcreg.registration.information import information_matrix, residual_variance
 
     out = []
     for case in tqdm(cases, desc="covariance", unit="pair", disable=not progress):
@@ -193,7 +193,7 @@ def _share(k: int, n: int) -> str:
 def format_coverage_table(sets: dict[str, list[CovarianceSample]], command: str) -> str:
     """The BENCHMARKS.md section: one table row per group of each named set of samples."""
     from pcreg.bench.report import machine_description
-    from pcreg.mapping.information import COVARIANCE_FLOOR_VOXELS
+    from pcreg.registration.information import COVARIANCE_FLOOR_VOXELS
 
     floors = ", ".join(f"{k} {c:g}" for k, c in COVARIANCE_FLOOR_VOXELS.items())
     lines = [
@@ -207,7 +207,7 @@ def format_coverage_table(sets: dict[str, list[CovarianceSample]], command: str)
         "median `d2 / 6` near 0.89. 'Raw' is ICP's `sigma^2 inv(information)` (the residual "
         "variance over the correspondences, as if they were independent); 'calibrated' adds "
         "the floor fitted on the generated pairs, `(c voxel)^2 N inv(information)` with c "
-        f"per kind of registration ({floors}; `pcreg.mapping.information`), the kind being "
+        f"per kind of registration ({floors}; `pcreg.registration.information`), the kind being "
         "what the result says (`object`, else its setting). The generated pairs are the "
         "calibration set; the real scans were not used to fit it. Wrong registrations "
         "(registered, but failing the zero-shot criterion) are not scored and are counted "

@@ -147,23 +147,10 @@ def run(args: argparse.Namespace) -> int:
     record.update(rre_deg=None, rte_m=None, rmse_m=None, inlier_ratio=None)
     if gt is not None:
         record.update(result.errors(gt, src))
-    # the pose's uncertainty (pcreg.mapping.information): in --json, where registered
+    # the pose's uncertainty (pcreg.registration.information): in --json, where registered
     record.update(information=None, covariance=None, covariance_convention=None)
     if args.json and result.registered:
-        from pcreg.mapping.information import COVARIANCE_FLOOR_VOXELS, pose_covariance
-
-        kind = "object" if result.object else result.setting
-        info, cov, count = pose_covariance(src, ref, result.transform, result.voxel_size, kind=kind)
-        record.update(
-            information=info.tolist(),
-            covariance=[[None if not np.isfinite(v) else float(v) for v in row] for row in cov],
-            covariance_convention="6x6 over (rx, ry, rz, tx, ty, tz): rotation in rad, then "
-            "translation in the input's units, a motion of the source frame "
-            "(T_ref_src @ exp(delta)); covariance = (sigma^2 + (c voxel)^2 N) "
-            f"inv(information) over N = {count} correspondences within 1.5 voxels, "
-            f"calibrated for {kind} scans (c = {COVARIANCE_FLOOR_VOXELS[kind]:g}: "
-            "95 % ellipsoid fitted to hold 95 % of the errors on generated pairs)",
-        )
+        record.update(result.uncertainty(src, ref))
     if not result.registered:
         sys.stdout.write(
             (json.dumps(record) if args.json else format_result(record, args.model is None)) + "\n"

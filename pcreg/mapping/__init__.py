@@ -1,7 +1,7 @@
 """Multiway registration: a map from many scans (``pcreg map``, :func:`pcreg.map`).
 
 One concept per module: :mod:`~pcreg.mapping.candidates` (which pairs to register),
-:mod:`~pcreg.mapping.edges` (their registrations), :mod:`~pcreg.mapping.information` (the
+:mod:`~pcreg.mapping.edges` (their registrations), :mod:`~pcreg.registration.information` (the
 6x6 information matrix and covariance of a registration),
 :mod:`~pcreg.mapping.graph` (the pose graph: which edges agree, the poses),
 :mod:`~pcreg.mapping.build` (the three in order: :func:`build_map`),
@@ -14,9 +14,9 @@ from pcreg.mapping.build import CONVENTION, MapResult, build_map
 from pcreg.mapping.candidates import CANDIDATES, candidate_pairs, overlap_scores
 from pcreg.mapping.edges import Edge, register_edges
 from pcreg.mapping.graph import GraphOptions, GraphResult, optimise_graph
-from pcreg.mapping.information import information_matrix, pose_covariance
 from pcreg.mapping.outputs import OUTPUT_NAMES, output_paths, write_map
 from pcreg.mapping.segments import SegmentedGraph, place_segments
+from pcreg.registration.information import information_matrix, pose_covariance
 
 __all__ = [
     "CANDIDATES",

@@ -5,7 +5,7 @@ An edge ``(src, ref)`` holds the pipeline's ``T_ref_src`` (``ref ≈ R @ src + t
 input's units, as Open3D's pose graph takes it: ``PoseGraphEdge(src, ref, T_ref_src, ...)``
 constrains ``T_ref_src ≈ inv(P_ref) @ P_src`` for the node poses ``P = T_world_scan``.
 
-The information matrix of an edge is :func:`pcreg.mapping.information.information_matrix`'s
+The information matrix of an edge is :func:`pcreg.registration.information.information_matrix`'s
 (rotation then translation, in the source frame: the one Open3D's pose graph linearises in).
 """
 
@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
-from pcreg.mapping.information import information_matrix
+from pcreg.registration.information import information_matrix
 
 __all__ = ["Edge", "register_edges"]
 

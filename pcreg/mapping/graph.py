@@ -41,7 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pcreg.mapping.edges import Edge
-from pcreg.mapping.information import INFORMATION_VOXELS
+from pcreg.registration.information import INFORMATION_VOXELS
 
 __all__ = ["GraphOptions", "GraphResult", "optimise_graph", "rotation_deg"]
 

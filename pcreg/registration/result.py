@@ -180,6 +180,20 @@ class RegistrationResult:
             out["inlier_ratio"] = float(np.mean(dist < self.inlier_radius))
         return out
 
+    def uncertainty(self, src_points: np.ndarray, ref_points: np.ndarray) -> dict[str, Any]:
+        """The estimate's 6x6 ``information`` and calibrated ``covariance`` (rotation in
+        radians, then translation in the input's units, a motion of the source frame; see
+        ``covariance_convention`` and :mod:`pcreg.registration.information`), from the source
+        ``(N, 3)`` and reference ``(M, 3)`` points it was registered from (input units). The
+        keys ``pcreg register --json`` reports; calibrated per kind (an object, else the
+        setting) on generated pairs (BENCHMARKS.md, "Pose covariance coverage")."""
+        from pcreg.registration.information import pose_uncertainty
+
+        kind = "object" if self.object else self.setting
+        src = np.asarray(src_points, np.float64).reshape(-1, 3)
+        ref = np.asarray(ref_points, np.float64).reshape(-1, 3)
+        return pose_uncertainty(src, ref, self.transform, self.voxel_size, kind)
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready summary (the ``pcreg register --json`` keys, without ground truth):
         ``transform`` in the input's units (``units``), keys ending in ``_m`` in metres."""

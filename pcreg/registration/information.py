@@ -50,6 +50,7 @@ __all__ = [
     "calibrated_variance",
     "information_matrix",
     "pose_covariance",
+    "pose_uncertainty",
     "residual_variance",
 ]
 
@@ -135,3 +136,26 @@ def pose_covariance(
     if kind is not None:
         variance = calibrated_variance(variance, count, voxel, kind)
     return info, variance * np.linalg.inv(info), count
+
+
+def pose_uncertainty(
+    src: np.ndarray, ref: np.ndarray, transform: np.ndarray, voxel: float, kind: str
+) -> dict[str, object]:
+    """JSON-ready ``information`` and calibrated ``covariance`` (6x6 lists; a non-finite
+    covariance entry is None) of ``transform`` = ``T_ref_src`` between ``src (N, 3)`` and
+    ``ref (M, 3)`` (input units, ``voxel`` in them), with ``covariance_convention`` saying
+    what they hold; ``kind`` as :func:`pose_covariance`. What ``pcreg register --json`` and
+    :meth:`~pcreg.registration.result.RegistrationResult.uncertainty` report."""
+    info, cov, count = pose_covariance(src, ref, transform, voxel, kind=kind)
+    return {
+        "information": info.tolist(),
+        "covariance": [[float(v) if np.isfinite(v) else None for v in row] for row in cov],
+        "covariance_convention": (
+            "6x6 over (rx, ry, rz, tx, ty, tz): rotation in rad, then translation in the "
+            "input's units, a motion of the source frame (T_ref_src @ exp(delta)); covariance "
+            f"= (sigma^2 + (c voxel)^2 N) inv(information) over N = {count} correspondences "
+            f"within {INFORMATION_VOXELS:g} voxels, calibrated for {kind} scans (c = "
+            f"{COVARIANCE_FLOOR_VOXELS[kind]:g}: 95 % ellipsoid fitted to hold 95 % of the "
+            "errors on generated pairs)"
+        ),
+    }
