@@ -221,6 +221,17 @@ def test_an_unplaced_first_scan_moves_the_world_to_the_largest_component(views):
     assert np.allclose(result.poses[1], np.eye(4))
 
 
+def test_the_reference_is_a_scan_of_the_largest_component():
+    """Scan 0 alone, then components {1, 2} and {3, 4, 5}: the world is scan 3's frame (the
+    first scan of the largest component, whatever label the component search gives it)."""
+    from pcreg.mapping.graph import _reference
+
+    root, mask = _reference(6, [(1, 2), (3, 4), (4, 5)])
+    assert root == 3 and mask.tolist() == [False, False, False, True, True, True]
+    root, mask = _reference(5, [(3, 4), (1, 2)])  # a tie: the earlier component
+    assert root == 1 and mask.tolist() == [False, True, True, False, False]
+
+
 def test_candidate_pairs(views):
     clouds = views[0]
     k = len(clouds)

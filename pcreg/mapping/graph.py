@@ -156,8 +156,9 @@ def _reference(count: int, links: Sequence[tuple[int, int]]) -> tuple[int, np.nd
     if 0 in linked or not linked:
         return 0, labels == labels[0]
     sizes = {lab: int((labels == lab).sum()) for lab in set(labels[list(linked)].tolist())}
-    best = max(sizes, key=lambda lab: (sizes[lab], -lab))
-    return int(best), labels == best
+    best = max(sizes, key=lambda lab: (sizes[lab], -lab))  # ties: the earliest component
+    mask = labels == best
+    return int(np.flatnonzero(mask)[0]), mask
 
 
 def _tree_poses(count: int, edges: Sequence[Edge], order: Sequence[int], root: int) -> np.ndarray:
