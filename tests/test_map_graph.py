@@ -171,6 +171,18 @@ def test_a_wrong_edge_is_rejected_and_the_map_stays_right(views, wrong):
     assert bad.residual_deg > 10
 
 
+def test_the_last_round_judges_its_edges_too(views):
+    """With no round left to re-optimise (``rounds=0``), an edge that disagrees with the
+    optimised graph is still marked rejected, never kept."""
+    edges = _edges(views)
+    bad = edges[[n for n, e in enumerate(edges) if e.registered][3]]
+    turn = np.eye(4)
+    turn[:3, :3] = Rotation.from_euler("z", 40, degrees=True).as_matrix()
+    bad.transform = bad.transform @ turn
+    optimise_graph(views[0], edges, GraphOptions(rounds=0))
+    assert not bad.kept and bad.rejected.startswith(("disagrees", "pruned")), bad.rejected
+
+
 def test_a_wrong_edge_no_triangle_can_tell_is_rejected_by_consensus(views):
     """Scan 0 keeps three edges, to scans 1, 2 and 5, in no triangle (their edges to one
     another and scan 0's to scan 4 are dropped), and the one to scan 5 is wrong and the most

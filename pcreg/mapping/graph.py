@@ -345,14 +345,16 @@ def optimise_graph(
             break
         poses, pruned = _open3d_optimise(poses, edges, inside, root, opt)
         _residuals(edges, poses, samples)
-        if round_ == opt.rounds:  # the last round's poses stand as they are
-            break
         bad = {n for n in inside if _judge(edges[n], n in pruned, opt)}
         logger.info("pose graph round %d: %d edges, %d rejected", round_, len(inside), len(bad))
         if not bad:
             break
         rejected |= bad
         active = [n for n in active if n not in bad]
+        if round_ == opt.rounds:  # no round left: the poses stand, its failing edges are
+            logger.warning(  # marked rejected, not kept
+                "pose graph: %d edges still disagree after %d rounds", len(bad), opt.rounds
+            )
     placed = np.isfinite(poses).all(axis=(1, 2))
     for n in active:
         e = edges[n]
