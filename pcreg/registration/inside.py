@@ -464,6 +464,8 @@ def register_inside(
     src_corr, ref_corr = (large_corr, small_corr) if swapped else (small_corr, large_corr)
     reason = inside_rule(found)
     first = readings(max(extents))
+    unit = units if units in METRES_PER_UNIT else (first[0].units if first else "metres")
+    metres = METRES_PER_UNIT[unit]  # the setting and its inlier radius are in metres
     result = RegistrationResult(
         transform=transform,
         src_corr_points=src_corr,
@@ -471,13 +473,14 @@ def register_inside(
         corr_scores=np.ones(len(src_corr)),
         method="fpfh-ransac",
         model="indoor",
-        setting="outdoor" if max(extents) > OUTDOOR_EXTENT_M else "indoor",
+        setting="outdoor" if max(extents) * metres > OUTDOOR_EXTENT_M else "indoor",
         icp=True,
         voxel_size=found.fine_voxel,
         confidence=float(np.clip(found.contrast, 0.0, 1.0)),
         fitness=found.fitness,
         method_used="object-in-scene",
-        units=units if units in METRES_PER_UNIT else (first[0].units if first else "metres"),
+        units=unit,
+        scale=metres,  # no network scale: the input's unit to metres, for the inlier radius
         timings=dict(found.timings),
     )
     result.verification = Verification(
@@ -495,7 +498,7 @@ def register_inside(
     cand = Candidate(result, features, score)
     result.verdict = Verdict(cand, not reason, reason, None, [cand], rival_user,
                              centre, max(extents))  # fmt: skip
-    result.readings = [{"units": result.units, "object": False, "scale": 1.0,
+    result.readings = [{"units": result.units, "object": False, "scale": result.scale,
                         "inside": True, "best_score": round(score, 4)}]  # fmt: skip
     result.timings["total"] = time.perf_counter() - start
     logger.info("object in scene (%s inside %s, %.1fx): %s", names[1 if swapped else 0],

@@ -192,7 +192,10 @@ class RegistrationResult:
         kind = "object" if self.object else self.setting
         src = np.asarray(src_points, np.float64).reshape(-1, 3)
         ref = np.asarray(ref_points, np.float64).reshape(-1, 3)
-        return pose_uncertainty(src, ref, self.transform, self.voxel_size, kind)
+        out = pose_uncertainty(src, ref, self.transform, self.voxel_size, kind)
+        if self.method_used == "object-in-scene":  # not among the calibration pairs
+            out["covariance_convention"] += "; not measured on objects in scenes"
+        return out
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready summary (the ``pcreg register --json`` keys, without ground truth):

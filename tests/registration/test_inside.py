@@ -41,6 +41,22 @@ def test_an_object_cropped_from_a_scene_registers_either_way(crop, swap):
     assert result.to_dict()["readings"][0]["inside"] is True
 
 
+def test_an_object_in_a_scene_in_millimetres_reports_in_its_units(crop):
+    """The same crop and room in millimetres: the same pose (translation x1000), read as
+    millimetres, the indoor setting (a 4 m room, not a 4,000 m street), the 10 cm inlier
+    radius as 100 mm, and errors in metres equal to the metres pair's."""
+    metres = pcreg.register(crop.src, crop.ref)
+    mm = pcreg.register(crop.src * 1000, crop.ref * 1000)
+    assert mm.registered and (mm.units, mm.setting) == ("millimetres", "indoor"), mm.reason
+    assert mm.inlier_radius == pytest.approx(100.0) and metres.inlier_radius == 0.1
+    assert np.allclose(mm.transform[:3, :3], metres.transform[:3, :3], atol=1e-3)
+    gt_mm = crop.transform.copy()
+    gt_mm[:3, 3] *= 1000
+    err_mm, err_m = mm.errors(gt_mm, crop.src * 1000), metres.errors(crop.transform, crop.src)
+    assert err_mm["rmse_m"] == pytest.approx(err_m["rmse_m"], rel=0.2, abs=2e-4)
+    assert err_mm["inlier_ratio"] > 0.9 and err_m["inlier_ratio"] > 0.9
+
+
 @pytest.mark.parametrize("kind", ["absent", "other-room", "slab"])
 def test_what_is_not_in_the_scene_is_not_registered(kind):
     """A different object, a crop of another room, a thin sheet that fits any wall."""
