@@ -85,7 +85,7 @@ def register_auto(
     (:func:`~pcreg.registration.inside.register_inside`) and only that; from
     :data:`~pcreg.registration.inside.INSIDE_FALLBACK_RATIO` on it is searched so too
     where the scene path refuses it or does not register it. Not with a named ``model``."""
-    from pcreg.registration.checks import MAX_INSIDE_RATIO
+    from pcreg.registration.checks import MAX_INSIDE_RATIO, TooFewPointsError
     from pcreg.registration.inside import (
         INSIDE_FALLBACK_RATIO,
         INSIDE_RATIO,
@@ -93,18 +93,25 @@ def register_auto(
         register_inside,
     )
 
+    def searched_inside() -> RegistrationResult:
+        found = register_inside(src, ref, names, origins, start, pipe.units)
+        if pipe.strict and found.registered:  # one path only: nothing to cross-check with
+            found.rejected = ("ambiguous under --strict: the object-in-scene search has no "
+                              "independent second path to cross-check its pose with")  # fmt: skip
+        return found
+
     ratio = inside_ratio(src, ref)
     inside = pipe.model is None and not exhaustive and ratio <= MAX_INSIDE_RATIO
     if inside and ratio > INSIDE_RATIO:  # an object in a scene, and nothing else
-        return register_inside(src, ref, names, origins, start, pipe.units)
+        return searched_inside()
     try:
         result = _register_scene(pipe, src, ref, names, origins, start, exhaustive)
-    except InputError:
-        if not (inside and ratio > INSIDE_FALLBACK_RATIO):
+    except TooFewPointsError:  # the small cloud vanishes at the scene's voxel; any other
+        if not (inside and ratio > INSIDE_FALLBACK_RATIO):  # refusal (memory cap, ...) stands
             raise
-        return register_inside(src, ref, names, origins, start, pipe.units)
+        return searched_inside()
     if inside and ratio > INSIDE_FALLBACK_RATIO and not result.registered:
-        found = register_inside(src, ref, names, origins, start, pipe.units)
+        found = searched_inside()
         if found.registered:
             return found
     return result

@@ -57,6 +57,12 @@ def test_an_object_in_a_scene_in_millimetres_reports_in_its_units(crop):
     assert err_mm["inlier_ratio"] > 0.9 and err_m["inlier_ratio"] > 0.9
 
 
+def test_strict_refuses_what_one_path_alone_found(crop):
+    """``--strict`` wants two independent paths to agree; the object-in-scene search is one."""
+    result = pcreg.register(crop.src, crop.ref, strict=True)
+    assert not result.registered and "--strict" in result.reason, result.reason
+
+
 @pytest.mark.parametrize("kind", ["absent", "other-room", "slab"])
 def test_what_is_not_in_the_scene_is_not_registered(kind):
     """A different object, a crop of another room, a thin sheet that fits any wall."""
