@@ -27,6 +27,7 @@ import contextlib
 import logging
 import os
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
@@ -144,7 +145,9 @@ class ClusterReaper:
 
 
 def _watch(temp_dir: str, driver: int) -> None:
-    """The watchdog: wait for the end of the driver's pipe on stdin, then reap."""
+    """The watchdog: wait for the end of the driver's pipe on stdin, then reap, and remove
+    the cluster's directory (its sessions, logs and spilled objects: one per run would
+    otherwise pile up under /tmp/ray) once no process has a file open in it."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     while True:
         try:
@@ -155,6 +158,8 @@ def _watch(temp_dir: str, driver: int) -> None:
         except OSError:
             break
     reap(temp_dir, exclude=(driver,))
+    if not cluster_processes(temp_dir, exclude=(driver,)):
+        shutil.rmtree(temp_dir, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -48,7 +48,7 @@ def test_reap_terminates_the_processes_with_files_in_the_cluster_directory(tmp_p
 
 def test_the_watchdog_reaps_when_the_pipe_closes(tmp_path, monkeypatch):
     """Closed pipe (the driver exited, or was killed): the watchdog terminates the cluster's
-    processes, leaves the driver alone, and exits."""
+    processes, leaves the driver alone, removes the cluster's directory, and exits."""
     monkeypatch.setattr(reaper, "_MAX_DIR", 4096)  # pytest's temporary directories are long
     monkeypatch.setenv("RAY_TMPDIR", str(tmp_path))
     watch = reaper.ClusterReaper.start()
@@ -62,6 +62,7 @@ def test_the_watchdog_reaps_when_the_pipe_closes(tmp_path, monkeypatch):
         watch.close()
         assert watch._proc.returncode == 0
         assert worker.wait(timeout=10) is not None
+        assert not Path(watch.temp_dir).exists()  # its directory goes with it
     finally:
         worker.kill()
         worker.wait()
