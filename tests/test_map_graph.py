@@ -259,3 +259,32 @@ def test_candidate_pairs(views):
     for scan in range(k):  # each scan's two best partners are candidates
         best = np.argsort(-scores[scan])[:2]
         assert all((max(scan, m), min(scan, m)) in {(s, r) for s, r, _ in knn} for m in best)
+
+
+def test_a_refused_pair_is_an_unregistered_edge_not_a_lost_map():
+    """A pair the pipeline refuses (here: one, as over --max-memory) becomes an
+    unregistered edge with the reason; the other edges go on."""
+    from pcreg.errors import InputError
+    from pcreg.mapping.edges import register_edges
+
+    class Options:
+        def pipeline(self):
+            def refuse(src, ref, names):
+                if names == ("c", "b"):
+                    raise InputError("c / b", "needs 9 GiB, over the 4 GiB cap")
+                return refuse_result
+
+            return refuse
+
+    class Unregistered:  # what the pipeline returns for a pair that did not register
+        transform, voxel_size, registered, reason = np.eye(4), 0.05, False, "no estimate"
+        confidence = fitness = time_s = 0.0
+        units, model = "metres", "indoor"
+
+    refuse_result = Unregistered()
+    clouds = [np.random.default_rng(k).normal(size=(50, 3)) for k in range(3)]
+    pairs = [(1, 0, "pair"), (2, 1, "pair"), (2, 0, "pair")]
+    edges = register_edges(clouds, ["a", "b", "c"], pairs, Options(), workers=1, progress=False)
+    assert [e.registered for e in edges] == [False, False, False]
+    assert edges[1].reason == "refused: c / b: needs 9 GiB, over the 4 GiB cap"
+    assert edges[0].reason == edges[2].reason == "no estimate"

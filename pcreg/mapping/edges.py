@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
+from pcreg.errors import InputError
 from pcreg.registration.information import information_matrix
 
 __all__ = ["Edge", "register_edges"]
@@ -108,17 +109,16 @@ def _edge(src: int, ref: int, kind: str, result: Any, clouds: Sequence[np.ndarra
 
 
 def _result(ray: Any, ref: Any) -> Any:
-    """A task's result; a pair the pipeline refused raises its own one-line
-    :class:`~pcreg.errors.InputError`, not Ray's wrapper with the worker's traceback; a pair
-    whose worker died on both tries (Ray retries it once) gives the reason, a string."""
-    from pcreg.errors import InputError
-
+    """A task's result; a pair the pipeline refused (its one-line
+    :class:`~pcreg.errors.InputError`, not Ray's wrapper with the worker's traceback) or whose
+    worker died on both tries (Ray retries it once) gives the reason, a string: an
+    unregistered edge, so that one pair does not lose the map."""
     try:
         return ray.get(ref)
     except ray.exceptions.RayTaskError as err:
         cause = getattr(err, "cause", None)
         if isinstance(cause, InputError):
-            raise cause from None
+            return f"refused: {cause}"
         raise
     except ray.exceptions.RayError as err:  # the worker (or its node) died, twice
         lines = str(err).strip().splitlines()
@@ -148,10 +148,9 @@ def register_edges(
         progress: a tqdm bar over the pairs.
 
     Returns:
-        One :class:`Edge` per pair, in the order of ``pairs``.
-
-    Raises:
-        InputError: a pair the pipeline refuses (too few points, memory cap, ...).
+        One :class:`Edge` per pair, in the order of ``pairs``; a pair the pipeline refuses
+        (memory cap, too few points after cleaning, ...) is an unregistered edge whose reason
+        says why (the scans themselves are checked before any pair runs).
     """
     bar = tqdm(total=len(pairs), desc="map edges", unit="pair", disable=not progress)
     results: list[Any] = [None] * len(pairs)
@@ -159,7 +158,10 @@ def register_edges(
         if address is None and (workers == 1 or len(pairs) < 2):
             pipe = options.pipeline()
             for n, (i, j, _) in enumerate(pairs):
-                results[n] = pipe(clouds[i], clouds[j], (names[i], names[j]))
+                try:
+                    results[n] = pipe(clouds[i], clouds[j], (names[i], names[j]))
+                except InputError as err:  # this pair only: an unregistered edge
+                    results[n] = f"refused: {err}"
                 bar.update(1)
         else:
             import ray
