@@ -126,3 +126,32 @@ def test_coverage_rows_score_right_registrations_only():
     assert (row.n, row.wrong, row.covered, row.covered_raw) == (4, 1, 3, 3)
     assert row.median_scale == pytest.approx(9.0 / 6)
     assert "| set | g | 4 | 1 | 75% (3/4) |" in format_coverage_table({"set": samples}, "cmd")
+
+
+def test_the_covariance_is_the_same_far_from_the_origin():
+    """A pair moved to UTM-like coordinates (4.2e6 m): the covariance is finite, its rotation
+    block is the one at the origin, and its translation block is the adjoint's (computed
+    about a georeferenced origin directly, the information matrix was singular there)."""
+    from scipy.spatial.transform import Rotation
+
+    rng = np.random.default_rng(0)
+    pts = rng.uniform(-2, 2, (8000, 3))
+    face = rng.integers(0, 3, len(pts))
+    pts[np.arange(len(pts)), face] = 2 * np.sign(pts[np.arange(len(pts)), face])  # a box
+    t = np.eye(4)
+    t[:3, :3] = Rotation.from_euler("z", 20, degrees=True).as_matrix()
+    t[:3, 3] = [0.3, 0.1, 0.0]
+    ref = pts @ t[:3, :3].T + t[:3, 3] + rng.normal(0, 0.003, pts.shape)
+    _, near, _ = pose_covariance(pts, ref, t, 0.05, kind="indoor")
+    offset = np.array([4.2e6, 3.8e6, 10.0])
+    moved = np.eye(4)
+    moved[:3, 3] = offset
+    far_t = moved @ t @ np.linalg.inv(moved)
+    _, far, _ = pose_covariance(pts + offset, ref + offset, far_t, 0.05, kind="indoor")
+    assert np.isfinite(far).all()
+    assert np.allclose(far[:3, :3], near[:3, :3], rtol=1e-6)
+    skew = np.array([[0, -offset[2], offset[1]], [offset[2], 0, -offset[0]],
+                     [-offset[1], offset[0], 0]])  # fmt: skip
+    adjoint = np.eye(6)
+    adjoint[3:, :3] = skew  # the source frame's origin moved by -offset: delta = A delta_0
+    assert np.allclose(far, adjoint @ near @ adjoint.T, rtol=1e-6, atol=1e-9)
