@@ -194,7 +194,8 @@ def register(
 
     Raises:
         InputError: unreadable or empty input, or one with no valid (finite) point, too few
-            points, identical points, clouds whose scales differ by more than 10x, an
+            points, identical points, clouds whose scales differ by more than 10x (50x for
+            ``method="auto"``, which searches a cloud 10-50x smaller inside the other), an
             estimated memory over ``max_memory``, an unknown method or model. (Invalid
             points are dropped and counted in ``result.dropped_invalid``: see
             :func:`as_points`.)

@@ -176,7 +176,7 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.write(" ".join(f"{v:.6e}" for v in row) + "\n")
         steps = np.linalg.norm(poses.relative[:, :3, 3], axis=1)[linked]
         logger.info(
-            "%d scans, %s frame, path length %.2f m, %.2f s per registration",
+            "%d scans, %s frame, path length %.2f (the scans' units), %.2f s per registration",
             len(rows),
             poses.frame,
             float(steps.sum()),

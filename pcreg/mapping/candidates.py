@@ -13,7 +13,9 @@ thinned to a common voxel (a fortieth of the median scan's bounding-box diagonal
 Open3D's FPFH (33 bins, rotation invariant: the scans may be in any pose), and the score is the
 share of mutual nearest neighbours in feature space among the smaller scan's points. Views that
 overlap share local shapes; it ranks, it does not decide (every candidate is still registered
-and verified).
+and verified). Cheap per pair, not per set: it compares every pair of scans, K(K-1)/2 feature
+searches, so it suits tens to a few hundred scans; a long drive (thousands of scans) needs
+candidates near the chained trajectory or a descriptor index instead (not built).
 
 Every pair is ``(src, ref, kind)`` with ``src`` the later scan in input order and ``ref`` the
 earlier one, as odometry registers scan k onto scan k-1.
