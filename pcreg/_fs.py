@@ -23,6 +23,7 @@ import re
 import signal
 import socket
 import stat
+import sys
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -228,6 +229,42 @@ class Terminated(SystemExit):
 
 #: the signals that :func:`signals_raise` turned into :class:`Terminated`, latest last
 _RECEIVED: list[int] = []
+#: a duplicate of the process's standard error, kept when a signal silenced file descriptor 2
+_QUIETED: list[int] = []
+
+
+def _quiet_stderr() -> None:
+    """Point file descriptor 2 at /dev/null, keeping a duplicate for :func:`write_stderr`:
+    once a signal ends the run, the C++ code of the libraries still shutting down (Ray's core
+    worker: "task_manager.cc: Failed to push error to driver", seen between SIGTERM and
+    pcreg's own line in one of three full-suite runs of a SIGTERMed ``pcreg batch``) writes
+    nothing to the user's terminal, and pcreg's one line is the only one."""
+    if _QUIETED:
+        return
+    try:
+        saved = os.dup(2)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+    except OSError:
+        return
+    try:
+        os.dup2(devnull, 2)
+    except OSError:
+        os.close(saved)
+        return
+    finally:
+        os.close(devnull)
+    _QUIETED.append(saved)
+
+
+def write_stderr(text: str) -> None:
+    """Write ``text`` to the process's standard error, also after a signal silenced file
+    descriptor 2 (:func:`signals_raise`)."""
+    if _QUIETED:
+        with contextlib.suppress(OSError):
+            os.write(_QUIETED[0], text.encode("utf-8", "replace"))
+        return
+    if sys.stderr is not None:
+        sys.stderr.write(text)
 
 
 def received_signal() -> int | None:
@@ -239,9 +276,11 @@ def received_signal() -> int | None:
 
 
 @contextlib.contextmanager
-def signals_raise() -> Iterator[None]:
+def signals_raise(quiet_stderr: bool = False) -> Iterator[None]:
     """Within the block, SIGTERM and SIGHUP raise :class:`Terminated` instead of killing the
-    process at once, so ``finally`` blocks (temporary-file clean-up) run.
+    process at once, so ``finally`` blocks (temporary-file clean-up) run. ``quiet_stderr``
+    (the ``pcreg`` command, which then exits): the signal also points file descriptor 2 at
+    /dev/null for good (:func:`_quiet_stderr`; :func:`write_stderr` still reaches it).
 
     Only signals whose handler is the default one are taken over (a handler the embedding
     program installed is left alone), and the previous handlers are restored on exit. Off
@@ -254,6 +293,8 @@ def signals_raise() -> Iterator[None]:
 
     def _raise(signum: int, _frame: object) -> None:
         _RECEIVED.append(signum)
+        if quiet_stderr:
+            _quiet_stderr()
         raise Terminated(signum)
 
     _RECEIVED.clear()

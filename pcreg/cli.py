@@ -95,7 +95,9 @@ def main(argv: list[str] | None = None, served_here: bool = False) -> int:
     stdout = sys.stdout
     sys.stdout = _NamedStream(stdout, "stdout")  # a full or closed stdout names itself
     try:
-        with signals_raise():  # SIGTERM / SIGHUP: finally blocks remove temporary files
+        # SIGTERM / SIGHUP: finally blocks remove temporary files, and the one line pcreg
+        # prints is the only one (the libraries' C++ shutdown messages are silenced)
+        with signals_raise(quiet_stderr=True):
             code = int(args.func(args))
         _flush_stdout()
         return code
@@ -170,9 +172,11 @@ def _broken_stdout() -> str | None:
 
 
 def _fail(message: str, code: int) -> int:
+    from pcreg._fs import write_stderr
+
     _flush_quietly()
-    if sys.stderr is not None:  # one line: no newlines, no terminal colour codes (Open3D's)
-        sys.stderr.write(f"pcreg: {' '.join(_ANSI.sub('', message).split())}\n")
+    # one line: no newlines, no terminal colour codes (Open3D's)
+    write_stderr(f"pcreg: {' '.join(_ANSI.sub('', message).split())}\n")
     return code
 
 

@@ -250,3 +250,26 @@ def test_signals_raise_restores_the_handlers():
         assert signal.getsignal(signal.SIGTERM) is before
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def test_after_a_signal_only_pcregs_own_line_reaches_stderr():
+    """``signals_raise(quiet_stderr=True)`` (the command line): what C++ code writes to file
+    descriptor 2 after SIGTERM (Ray's core worker shutting down) is silenced, and
+    ``write_stderr`` still reaches the terminal."""
+    import subprocess
+    import sys
+
+    script = (
+        "import os, signal\n"
+        "from pcreg._fs import Terminated, signals_raise, write_stderr\n"
+        "try:\n"
+        "    with signals_raise(quiet_stderr=True):\n"
+        "        os.write(2, b'before\\n')\n"
+        "        os.kill(os.getpid(), signal.SIGTERM)\n"
+        "except Terminated as err:\n"
+        "    os.write(2, b'task_manager.cc: Failed to push error to driver\\n')\n"
+        "    write_stderr(f'pcreg: {err}\\n')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines() == ["before", "pcreg: terminated by SIGTERM"]
