@@ -245,7 +245,7 @@ def run_demo(
     matrix = "\n".join("  " + " ".join(f"{v: .5f}" for v in row) for row in result.transform)
     return (
         f"{description}\nmethod: {label}\nT_ref_src =\n{matrix}\n"
-        f"{errors}, RMSE {100 * err['rmse_m']:.1f} cm -> "
+        f"{errors}, RMSE {format_length(err['rmse_m'])} -> "
         f"{'registered' if record['registered'] else 'NOT registered'} (3DMatch: RMSE <= 20 cm); "
         f"{result.time_s:.2f} s\nwrote {', '.join(str(out / n) for n in OUTPUTS)}"
     )
