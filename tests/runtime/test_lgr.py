@@ -177,9 +177,18 @@ def test_lgr_single_proposing_patch_equals_torch():
 
 
 def test_lgr_fallback_to_the_largest_patches_equals_torch():
-    """No patch reaches min_correspondences: the largest ones (3 here) propose."""
-    src, ref, scores, patch, _ = _correspondences(4, 10, [3, 1, 3, 2, 3, 1, 2, 3, 1, 2])
-    _compare(src, ref, scores, patch, 0.05, min_correspondences=5)
+    """No patch reaches min_correspondences: only the largest ones propose. Here those (4
+    correspondences) are outliers and the smaller ones (3) exact, so the estimate is wrong,
+    as torch's is: a smaller patch proposing would have found the motion."""
+    counts = np.array([4, 3, 3, 4, 3, 3, 3, 4])
+    src, ref, scores, patch, gt = _correspondences(4, 8, counts, outliers=0.0)
+    rng = np.random.default_rng(4)
+    bad = np.isin(patch, np.flatnonzero(counts == 4))
+    ref[bad] = rng.uniform(-3, 3, (int(bad.sum()), 3)).astype(np.float32)
+    t, _ = _compare(src, ref, scores, patch, 0.05, min_correspondences=5)
+    assert np.abs(t - gt).max() > 0.1
+    good, _ = _compare(src, ref, scores, patch, 0.05, min_correspondences=3)
+    np.testing.assert_allclose(good, gt, atol=0.03)
 
 
 def test_lgr_stops_refining_below_three_inliers_like_torch():

@@ -188,6 +188,34 @@ def test_mutual_topk_equals_torch(k, mutual, threshold):
     assert mask.any()
 
 
+def test_mutual_topk_breaks_ties_by_the_lower_index():
+    """Exactly equal probabilities at the k-th place: the lower index is kept (documented;
+    torch's choice among ties is its selection algorithm's). The sorting path taken when
+    scores hold -inf agrees with the argmax path."""
+    scores = np.array([[[0.5, 0.5, 0.5, 0.1], [0.2, 0.2, 0.3, 0.3]]], dtype=np.float32)
+    valid_src, valid_ref = np.ones((1, 4), bool), np.ones((1, 2), bool)
+    mask = matching.mutual_topk_correspondences(scores, valid_src, valid_ref, 2, 0.0, False)
+    assert mask[0].tolist() == [[True, True, True, True], [True, True, True, True]]
+    mutual = matching.mutual_topk_correspondences(scores, valid_src, valid_ref, 2, 0.0)
+    assert mutual[0].tolist() == [[True, True, False, False], [False, False, True, True]]
+    rng = np.random.default_rng(9)
+    prob, cv, rv = _probabilities(rng, 20, 6, 5)
+    prob[prob == 0] = np.round(prob[prob == 0] + 0.3, 1)  # ties above the threshold
+    with_inf = prob.copy()
+    with_inf[0, 0, 0] = -np.inf
+    for k in (1, 2, 3):
+        for p in (prob, with_inf):
+            fast = matching.mutual_topk_correspondences(p, cv, rv, k, 0.0, False)
+            key = np.where(p == -np.inf, np.inf, -p)
+            rows = np.argsort(key, axis=2, kind="stable")[:, :, :k]
+            cols = np.argsort(key, axis=1, kind="stable")[:, :k, :]
+            expected = np.zeros(p.shape, bool)
+            np.put_along_axis(expected, rows, True, axis=2)
+            np.put_along_axis(expected, cols, True, axis=1)
+            expected &= (p > 0) & rv[:, :, None] & cv[:, None, :]
+            np.testing.assert_array_equal(fast, expected)
+
+
 def _matcher(topk: int, threshold: float, mutual: bool) -> Matcher:
     return Matcher(256, True, 10, topk, threshold, mutual)
 
