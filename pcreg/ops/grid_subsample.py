@@ -6,18 +6,10 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from pcreg._constants import GRID_PHASE  # defined torch-free, for pcreg.runtime too
 from pcreg.ops.packing import packed_batch_index
 
 __all__ = ["GRID_PHASE", "grid_subsample"]
-
-#: where the grid's cell boundaries sit, as a fraction of a voxel before each item's minimum
-#: corner (the golden-ratio fraction). Boundaries through the minimum point itself lie on the
-#: data's own lattice when coordinates are quantised (3DMatch's are multiples of 2 mm, so ~4 %
-#: of each coordinate fell exactly on a 5 cm boundary, and a change of 1e-7 m in the input
-#: moved points between cells and the estimate by ~1 deg); an irrational fraction of the
-#: voxel puts the boundaries between the lattice points for any voxel that is a multiple of
-#: the quantum (for 2 mm and 5 cm: 0.45 quanta from the nearest point).
-GRID_PHASE = 0.6180339887498949
 
 
 def grid_subsample(
