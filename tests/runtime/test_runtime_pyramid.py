@@ -192,6 +192,24 @@ def test_radius_is_inclusive_and_capped_nearest_first():
     ]
 
 
+def test_radius_border_is_decided_in_float32_like_the_torch_path():
+    """float32(0.1) is 1.5e-9 m beyond r = 0.1 m in float64 but on the radius in float32, where
+    the torch path (the open3d backend on the CPU, torch without Open3D) decides: it is inside;
+    float32(0.1000001) is outside either way. (The test-only ``reference`` backend decides in
+    float64 and leaves it out.)"""
+    query = np.zeros((1, 3), np.float32)
+    support = np.array([[0.1, 0, 0], [0, 0.1000001, 0]], np.float32)
+    assert float(support[0, 0]) > 0.1
+    got = radius_neighbors(query, support, 0.1, 2)
+    assert got.tolist() == [[0, 2]]
+    for backend in ("torch", "open3d"):
+        if backend == "open3d":
+            pytest.importorskip("open3d")
+        q, s = torch.from_numpy(query), torch.from_numpy(support)
+        want = radius_search(q, s, 0.1, max_neighbors=2, backend=backend).indices
+        assert want.tolist() == got.tolist(), backend
+
+
 # ----------------------------------------------------------------------------- pyramids
 def test_pyramid_equals_torch_on_a_small_cloud(rng):
     src, ref = surface_cloud(rng), surface_cloud(rng, 3000, 1.2)
