@@ -24,6 +24,7 @@ import logging
 import os
 import signal
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -121,14 +122,14 @@ def _worker_pipeline(options: BatchOptions, networks: dict[str, Any]) -> Registr
     if key in _PIPELINES:
         return _PIPELINES[key]
     import ray
-    import torch
 
+    from pcreg.config import SearchConfig
     from pcreg.engine.heap import retain_freed_memory
-    from pcreg.registration.loading import LoadedNetwork, load_network
-    from pcreg.registration.network import Registrar
-    from pcreg.registration.search import SearchConfig
+    from pcreg.registration.loaded import LoadedNetwork
 
-    torch.set_num_threads(_node_threads())
+    threads = _node_threads()
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(threads)
     if options.retain_heap:
         retain_freed_memory()
     cache: dict[str, LoadedNetwork] = {}
@@ -137,13 +138,24 @@ def _worker_pipeline(options: BatchOptions, networks: dict[str, Any]) -> Registr
         if model not in cache:
             if model in networks:
                 blob = ray.get(networks[model])
-                state = {k: torch.from_numpy(np.array(v)) for k, v in blob["state"].items()}
-                net = Registrar.from_state(blob["config"], state)
-                cache[model] = LoadedNetwork(
-                    net, SearchConfig(**blob["search"]), model, blob["setting"]
-                )
+                search = SearchConfig(**blob["search"])
+                if "onnx" in blob:
+                    from pcreg.registration.onnx_network import OnnxRegistrar
+
+                    net = OnnxRegistrar(blob["onnx"], blob["graphs"])
+                else:
+                    import torch
+
+                    from pcreg.registration.network import Registrar
+
+                    torch.set_num_threads(threads)
+                    state = {k: torch.from_numpy(np.array(v)) for k, v in blob["state"].items()}
+                    net = Registrar.from_state(blob["config"], state)
+                cache[model] = LoadedNetwork(net, search, model, blob["setting"])
             else:
-                cache[model] = load_network(model, device)
+                from pcreg.registration.pipeline import _NetworkCache
+
+                cache[model] = _NetworkCache()(model, device)
         return cache[model]
 
     _PIPELINES[key] = pipe = options.pipeline(load)
@@ -239,13 +251,20 @@ def _read_load_for_the_next_pair() -> None:
 
 
 def _network_blob(loaded: LoadedNetwork) -> dict:
+    """What a worker rebuilds ``loaded`` from: the ONNX Runtime graphs (serialised) and their
+    manifest, or the torch network's configuration and weights (numpy)."""
+    common = {"search": dataclasses.asdict(loaded.search), "setting": loaded.setting}
+    net = loaded.network
+    if not hasattr(net, "model"):  # pcreg.registration.onnx_network.OnnxRegistrar
+        from pcreg.registration.onnx_loading import export_folder, graph_files
+
+        folder, _ = export_folder(loaded.name)
+        graphs = {k: p.read_bytes() for k, p in graph_files(folder, net.manifest).items()}
+        return {**common, "onnx": net.manifest, "graphs": graphs}
     return {
-        "config": dataclasses.asdict(loaded.network.config),
-        "state": {
-            k: v.detach().cpu().numpy() for k, v in loaded.network.model.state_dict().items()
-        },
-        "search": dataclasses.asdict(loaded.search),
-        "setting": loaded.setting,
+        **common,
+        "config": dataclasses.asdict(net.config),
+        "state": {k: v.detach().cpu().numpy() for k, v in net.model.state_dict().items()},
     }
 
 
@@ -325,11 +344,12 @@ class RayRunner:
         names: list[str] = []
         if options.method != "fpfh-ransac":
             names = [options.model] if options.model else self._shipped()
-        from pcreg.registration.loading import load_network
+        from pcreg.registration.pipeline import _NetworkCache
 
         have = dict(loaded or {})
+        load = _NetworkCache()
         self.networks = {
-            name: ray.put(_network_blob(have.get(name) or load_network(name))) for name in names
+            name: ray.put(_network_blob(have.get(name) or load(name, "cpu"))) for name in names
         }
         self._file_task = ray.remote(num_cpus=1, max_retries=1)(register_file)
         self._array_task = ray.remote(num_cpus=1, max_retries=1)(register_arrays)

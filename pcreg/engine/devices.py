@@ -17,7 +17,10 @@ __all__ = ["check_device", "resolve_device"]
 def check_device(device: str) -> None:
     """Refuse a torch device this build cannot use (``foo``, ``cuda`` on a CPU build,
     ``cuda:9`` beyond the GPUs present) with an :class:`~pcreg.errors.InputError` whose
-    source is ``"device"``. Imports torch only when called."""
+    source is ``"device"``. Imports torch only when called, and not for ``"cpu"`` (the ONNX
+    Runtime path runs there without torch)."""
+    if device == "cpu":
+        return
     import torch
 
     try:

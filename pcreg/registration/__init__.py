@@ -8,7 +8,7 @@ _EXPORTS = {
     "LoadedNetwork": "loading",
     "load_network": "loading",
     "weights_path": "loading",
-    "Prediction": "network",
+    "Prediction": "prediction",
     "Registrar": "network",
     "METHODS": "pipeline",
     "Registration": "pipeline",

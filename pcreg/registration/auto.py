@@ -364,7 +364,7 @@ def _attempt(
 def _from_pose(plan: _Plan, src: np.ndarray, ref: np.ndarray, pose: np.ndarray):
     """The network's prediction for ``(src, ref)``, run on the source moved by ``pose``
     (4, 4): its transform composed with the pose, its source points moved back."""
-    from pcreg.registration.network import Prediction
+    from pcreg.registration.prediction import Prediction
 
     moved = src @ pose[:3, :3].T + pose[:3, 3]
     pred = plan.loaded.network(moved, ref)

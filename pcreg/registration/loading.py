@@ -12,16 +12,17 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 from pcreg.engine.checkpoint import load_checkpoint, save_checkpoint
-from pcreg.errors import CorruptFileError, InputError, MissingFileError
+from pcreg.errors import CorruptFileError, InputError
 from pcreg.models.geotransformer import GeoTransformerConfig
+from pcreg.registration.loaded import LoadedNetwork
 from pcreg.registration.network import Registrar
 from pcreg.registration.search import SearchConfig
+from pcreg.registration.shipped import SHIPPED_MODELS, WEIGHTS_DIR, weights_path
 
 __all__ = [
     "SHIPPED_MODELS",
@@ -32,54 +33,7 @@ __all__ = [
     "weights_path",
 ]
 
-#: the package's data folder of shipped weights and model cards
-WEIGHTS_DIR = Path(__file__).resolve().parents[1] / "weights"
-#: name -> what it is for; a name is usable once ``<name>.pt`` exists in :data:`WEIGHTS_DIR`.
-SHIPPED_MODELS = {
-    "indoor": "RGB-D fragments (3DMatch-like): 5 cm voxels, 4 stages",
-    "outdoor": "LiDAR scans (KITTI-like): 0.3 m voxels, 5 stages",
-}
 _SEARCH_FIELDS = {f.name for f in dataclasses.fields(SearchConfig)}
-
-
-@dataclass
-class LoadedNetwork:
-    """A network ready to run, with what its checkpoint says about using it.
-
-    network: the :class:`Registrar`. search: its default :class:`SearchConfig`. name: the
-    shipped name or the checkpoint path. setting: ``"indoor"`` / ``"outdoor"`` when the
-    checkpoint or the shipped name says so, else None (the pipeline then decides).
-    """
-
-    network: Registrar
-    search: SearchConfig
-    name: str
-    setting: str | None = None
-
-
-def weights_path(model: str | os.PathLike[str]) -> Path:
-    """Resolve ``"indoor"`` / ``"outdoor"`` to the shipped file, or return a checkpoint path.
-
-    Raises:
-        InputError: an unknown name, or a shipped model whose weights are not in this build.
-        MissingFileError: a path that does not exist.
-    """
-    text = os.fspath(model)
-    if text in SHIPPED_MODELS:
-        path = WEIGHTS_DIR / f"{text}.pt"
-        if not path.is_file():
-            raise InputError(
-                text, f"the shipped {text!r} weights are not in this build ({path} is missing)"
-            )
-        return path
-    path = Path(text)
-    if path.suffix in {".pt", ".pth", ".tar"} or path.exists() or os.sep in text:
-        if not path.is_file():
-            raise MissingFileError(path, "model checkpoint not found")
-        return path
-    raise InputError(
-        text, f"unknown model; use one of {', '.join(SHIPPED_MODELS)} or a checkpoint path"
-    )
 
 
 def load_network(

@@ -72,7 +72,7 @@ from pcreg.registration.verify import agreement, verify
 
 if TYPE_CHECKING:  # torch and the network load only when a pipeline is built
     from pcreg.registration.loading import LoadedNetwork
-    from pcreg.registration.network import Prediction
+    from pcreg.registration.prediction import Prediction
     from pcreg.registration.search import OrientationSearch
 
 __all__ = [
@@ -101,8 +101,25 @@ _OUTDOOR_NETWORK_VOXEL = 0.1
 NetworkLoader = Callable[[str, str], "LoadedNetwork"]
 
 _voxel_count = voxel_count  # the name tests and benchmarks import
-#: the libraries a registration uses, by whether it is FPFH + RANSAC alone (no network)
-_LIBRARIES = {False: ("torch", "open3d"), True: ("open3d",)}
+
+
+def _libraries(method: str, model: str | None, device: str) -> tuple[str, ...]:
+    """The libraries a registration's threads are fitted in (imported first, so that they
+    are set before it runs): Open3D for FPFH + RANSAC alone; torch for a network that runs on
+    it (a checkpoint, a GPU, ``PCREG_RUNTIME=torch``); none for a shipped network on ONNX
+    Runtime, whose sessions run one thread each (:mod:`pcreg.runtime`)."""
+    if method == "fpfh-ransac":
+        return ("open3d",)
+    from pcreg.registration.onnx_loading import runtime_choice
+    from pcreg.registration.shipped import SHIPPED_MODELS
+
+    if (
+        device == "cpu"
+        and runtime_choice() != "torch"
+        and (model is None or model in SHIPPED_MODELS)
+    ):
+        return ()
+    return ("torch",)
 
 
 def choose_model(src: np.ndarray, ref: np.ndarray) -> str:
@@ -311,7 +328,7 @@ class Registration:
         before it (:func:`~pcreg.engine.threads.fitted_threads`)."""
         src, ref = xyz_columns(src, names[0]), xyz_columns(ref, names[1])
         check_counts(src, ref, names)
-        with fitted_threads(_LIBRARIES[self.method == "fpfh-ransac"]):
+        with fitted_threads(_libraries(self.method, self.model, self.device)):
             return self._register(src, ref, names)
 
     def _register(
@@ -369,7 +386,7 @@ class Registration:
         without orientation search runs all pairs in one padded forward pass (each
         ``timings["register"]`` is then the batch's). Over worker processes:
         :class:`~pcreg.batch.runner.RayRunner` (a floor up)."""
-        with fitted_threads(_LIBRARIES[self.method == "fpfh-ransac"]):
+        with fitted_threads(_libraries(self.method, self.model, self.device)):
             return self._batch(pairs)
 
     def _batch(self, pairs: Sequence[tuple[np.ndarray, np.ndarray]]) -> list[RegistrationResult]:
@@ -512,18 +529,27 @@ class Registration:
 
 
 class _NetworkCache:
-    """The default loader: :func:`~pcreg.registration.loading.load_network`, each network read
-    once per pipeline (a pipeline registers many pairs with the same weights)."""
+    """The default loader, each network read once per pipeline (a pipeline registers many
+    pairs with the same weights): a shipped network on the CPU runs on ONNX Runtime without
+    torch (:func:`~pcreg.registration.onnx_loading.load_onnx_network`), anything else, or where that
+    is unavailable, on torch (:func:`~pcreg.registration.loading.load_network`)."""
 
     def __init__(self) -> None:
         self._loaded: dict[tuple[str, str], LoadedNetwork] = {}
 
     def __call__(self, model: str, device: str) -> LoadedNetwork:
-        from pcreg.registration.loading import load_network
-
         key = (model, device)
         if key not in self._loaded:
-            self._loaded[key] = load_network(model, device)
+            loaded = None
+            if device == "cpu":
+                from pcreg.registration.onnx_loading import load_onnx_network
+
+                loaded = load_onnx_network(model)
+            if loaded is None:
+                from pcreg.registration.loading import load_network
+
+                loaded = load_network(model, device)
+            self._loaded[key] = loaded
         return self._loaded[key]
 
 

@@ -28,7 +28,7 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -36,7 +36,11 @@ from pcreg.config import ORIENTATION_SEARCHES, SearchConfig
 from pcreg.engine.threads import single_threaded_blas
 from pcreg.geometry.cube_ranking import cube_hypothesis_scores
 from pcreg.geometry.manhattan import CUBE_ROTATIONS, estimate_manhattan_frame
-from pcreg.registration.network import Prediction, Registrar
+from pcreg.registration.prediction import Prediction
+
+if TYPE_CHECKING:
+    from pcreg.registration.network import Registrar
+    from pcreg.registration.onnx_network import OnnxRegistrar
 
 __all__ = [
     "ORIENTATION_SEARCHES",
@@ -171,7 +175,7 @@ class OrientationSearch:
 
     def __init__(
         self,
-        network: Registrar,
+        network: Registrar | OnnxRegistrar,
         sources: Sequence[HypothesisSource],
         acceptance_radius: float | None = None,
     ) -> None:
@@ -182,7 +186,9 @@ class OrientationSearch:
         )
 
     @classmethod
-    def from_config(cls, network: Registrar, config: SearchConfig) -> OrientationSearch:
+    def from_config(
+        cls, network: Registrar | OnnxRegistrar, config: SearchConfig
+    ) -> OrientationSearch:
         """The sources a :class:`SearchConfig` names, for this network."""
         if config.orientation_search == "manhattan":
             voxel = max(0.05, network.config.voxel_size)

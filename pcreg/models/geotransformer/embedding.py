@@ -55,7 +55,10 @@ class GeometricStructureEmbedding(nn.Module):
         search = dist.clone()
         if valid is not None:
             search = search.masked_fill(~valid[:, None, :], float("inf"))
-        search.diagonal(dim1=1, dim2=2).fill_(float("inf"))  # not its own neighbor
+        # not its own neighbor (a mask, not an in-place fill of the diagonal view: the ONNX
+        # export drops writes through views)
+        own = torch.arange(n, device=points.device)
+        search = search.masked_fill(own[:, None] == own[None, :], float("inf"))
         knn = search.topk(k, dim=-1, largest=False).indices  # (B, N, k)
         knn_vec = torch.gather(diff, 2, knn[..., None].expand(-1, -1, -1, 3))  # (B, N, k, 3)
         ref = knn_vec[:, :, None, :, :]  # (B, N, 1, k, 3)
@@ -65,6 +68,9 @@ class GeometricStructureEmbedding(nn.Module):
             dim=-1,
         )
         cos = (ref * anc).sum(-1)
+        # atan2(0, 0) is 0 in torch and NaN in ONNX's decomposition (atan(y / x)): the anchor
+        # itself (p_i - p_i = 0) gives both zero, and atan2(0, 1) is the same 0
+        cos = torch.where((sin == 0) & (cos == 0), 1.0, cos)
         angles = torch.atan2(sin, cos)  # (B, N, N, k) in [0, pi]
         return dist / self.sigma_d, angles * (180.0 / math.pi) / self.sigma_a
 

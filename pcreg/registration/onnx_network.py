@@ -1,0 +1,261 @@
+"""The registration network on ONNX Runtime: the same predictions as
+:class:`pcreg.registration.network.Registrar`, without torch.
+
+One pair runs as :meth:`GeoTransformer.forward` runs it for a batch of one: the neighbor
+pyramid of each cloud (:mod:`pcreg.runtime.pyramid`), the KPConv backbone, the geometric
+structure embeddings and the transformer (ONNX graphs from :mod:`pcreg.registration.onnx_export`),
+superpoint matching and the patches (numpy), the optimal transport (an ONNX graph), dense
+correspondences and local-to-global registration (numpy, :mod:`pcreg.runtime.lgr`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from pcreg.models.geotransformer.config import GeoTransformerConfig
+from pcreg.registration.prediction import Prediction
+from pcreg.runtime.lgr import local_to_global_registration
+from pcreg.runtime.matching import correspondences, gather_patches, superpoint_matching
+from pcreg.runtime.partition import patch_points, point_to_node_partition
+from pcreg.runtime.pyramid import CloudPyramid, voxelise_and_build
+
+__all__ = ["OnnxRegistrar"]
+
+# LearnableLogOptimalTransport's constants (pcreg.models.geotransformer.optimal_transport)
+_NEG = np.float32(-1e12)
+_SCALING_MAX_SPREAD = 40.0
+
+
+@dataclass
+class _Encoded:
+    """One cloud through the backbone: its pyramid, coarse ``(S, Cc)`` and fine ``(N1, Cf)``
+    features (float32)."""
+
+    pyramid: CloudPyramid
+    coarse: np.ndarray
+    fine: np.ndarray
+
+
+def _sessions(graphs: dict[str, str | Path | bytes], threads: int) -> dict:
+    """One ONNX Runtime session per graph (a file or the serialised graph)."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.log_severity_level = 3
+    return {
+        name: ort.InferenceSession(
+            graph if isinstance(graph, bytes) else str(graph),
+            options,
+            providers=["CPUExecutionProvider"],
+        )
+        for name, graph in graphs.items()
+    }
+
+
+class OnnxRegistrar:
+    """A shipped network's exported graphs, called like a ``Registrar`` on ``(src, ref)``
+    pairs of ``(N, 3)`` arrays in metres.
+
+    Args:
+        manifest: the export's ``manifest.json`` (:mod:`pcreg.registration.onnx_loading`):
+            ``config`` (the architecture, a dict of :class:`GeoTransformerConfig` fields), ``alpha``
+            (the optimal transport's learned dustbin score).
+        graphs: graph name -> its file, or its serialised bytes (a Ray worker's copy).
+        threads: ONNX Runtime intra-op threads (1: the search runs its hypotheses one after
+            another, and a busy machine's neighbours keep their cores).
+    """
+
+    device = "cpu"
+    backend = "scipy"
+
+    def __init__(
+        self, manifest: dict, graphs: dict[str, str | Path | bytes], threads: int = 1
+    ) -> None:
+        self.manifest = manifest
+        fields = {f.name for f in dataclasses.fields(GeoTransformerConfig)}
+        self.config = GeoTransformerConfig(**{
+            k: tuple(v) if isinstance(v, list) else v
+            for k, v in manifest["config"].items() if k in fields
+        })  # fmt: skip
+        self.alpha = np.float32(manifest["alpha"])
+        self.graphs = _sessions(graphs, threads)
+        self._inputs = {n: {i.name for i in s.get_inputs()} for n, s in self.graphs.items()}
+
+    # -- the Registrar interface -----------------------------------------------------------
+
+    def __call__(self, src: np.ndarray, ref: np.ndarray) -> Prediction:
+        """The network on one pair as given: ``src (N, 3)``, ``ref (M, 3)`` in metres."""
+        return self.forward([(src, ref)])[0]
+
+    def forward(self, pairs: Sequence[tuple[np.ndarray, np.ndarray]]) -> list[Prediction]:
+        """The network on each ``(src, ref)`` pair as given (one after another; each
+        prediction's ``time_s`` is its own wall time)."""
+        out = []
+        for src, ref in pairs:
+            start = time.perf_counter()
+            s, r = self._encode_pair(src, ref)
+            out.append(self._predict(s, r, self._embedding(s), self._embedding(r), start))
+        return out
+
+    def hypotheses(
+        self, src: np.ndarray, ref: np.ndarray, rotations: np.ndarray
+    ) -> list[Prediction]:
+        """The network on ``(rot @ src, ref)`` for every ``rot`` of ``rotations (H, 3, 3)``;
+        each prediction is for the rotated source. The pyramids, the reference's features and
+        both embeddings (invariant to a rotation of the source) are computed once, as
+        :meth:`Registrar.hypotheses` does."""
+        src_pyr, ref_pyr = self._pyramids(src, ref)
+        ref_enc = self._backbone(ref_pyr)
+        ref_emb = self._embedding(ref_enc)
+        src_emb = self._run("embedding", points=src_pyr.points[-1][None])[0]
+        preds = []
+        for rot in np.asarray(rotations):
+            start = time.perf_counter()
+            r32 = np.asarray(rot, np.float32)
+            turned = src_pyr._replace(points=[p @ r32.T for p in src_pyr.points])
+            preds.append(self._predict(self._backbone(turned), ref_enc, src_emb, ref_emb, start))
+        return preds
+
+    # -- the steps -----------------------------------------------------------------------
+
+    def _pyramids(self, src: np.ndarray, ref: np.ndarray) -> tuple[CloudPyramid, CloudPyramid]:
+        from pcreg.errors import NonFiniteError
+
+        for name, pts in (("src", src), ("ref", ref)):
+            if not np.isfinite(np.asarray(pts)).all():
+                raise NonFiniteError(f"{name} of pair 0", "has NaN/Inf coordinates")
+        cfg = self.config
+        return (
+            voxelise_and_build(np.asarray(src, np.float32), cfg),
+            voxelise_and_build(np.asarray(ref, np.float32), cfg),
+        )
+
+    def _encode_pair(self, src: np.ndarray, ref: np.ndarray) -> tuple[_Encoded, _Encoded]:
+        src_pyr, ref_pyr = self._pyramids(src, ref)
+        return self._backbone(src_pyr), self._backbone(ref_pyr)
+
+    def _run(self, graph: str, **feed: np.ndarray) -> list[np.ndarray]:
+        want = self._inputs[graph]
+        return self.graphs[graph].run(None, {k: v for k, v in feed.items() if k in want})
+
+    def _backbone(self, pyr: CloudPyramid) -> _Encoded:
+        limits = self.config.neighbor_limits
+        feed = {"feats": np.ones((len(pyr.points[0]), 1), np.float32)}
+        n = [len(p) for p in pyr.points]
+        for i, p in enumerate(pyr.points):
+            feed[f"points_{i}"] = np.ascontiguousarray(p, np.float32)
+            feed[f"neighbors_{i}"] = _fit(pyr.neighbors[i], limits[i], n[i])
+        for i in range(len(pyr.points) - 1):
+            feed[f"subsampling_{i}"] = _fit(pyr.subsampling[i], limits[i], n[i])
+            feed[f"upsampling_{i}"] = _fit(pyr.upsampling[i], limits[i + 1], n[i + 1])
+        coarse, fine = self._run("backbone", **feed)
+        return _Encoded(pyr, coarse, fine)
+
+    def _embedding(self, enc: _Encoded) -> np.ndarray:
+        return self._run("embedding", points=enc.pyramid.points[-1][None])[0]
+
+    def _predict(
+        self,
+        src: _Encoded,
+        ref: _Encoded,
+        src_emb: np.ndarray,
+        ref_emb: np.ndarray,
+        start: float,
+    ) -> Prediction:
+        cfg = self.config
+        src_c, ref_c = self._run(
+            "transformer",
+            src_feats=src.coarse[None],
+            ref_feats=ref.coarse[None],
+            src_embedding=src_emb,
+            ref_embedding=ref_emb,
+        )
+        k = cfg.num_points_in_patch
+        src_fine_pts, ref_fine_pts = src.pyramid.points[1], ref.pyramid.points[1]
+        src_valid_n, src_idx, src_kv = point_to_node_partition(
+            src_fine_pts, src.pyramid.points[-1], k
+        )
+        ref_valid_n, ref_idx, ref_kv = point_to_node_partition(
+            ref_fine_pts, ref.pyramid.points[-1], k
+        )
+        si, ri, _ = superpoint_matching(
+            src_c[0], ref_c[0], src_valid_n, ref_valid_n, cfg.num_correspondences,
+            cfg.dual_normalization,
+        )  # fmt: skip
+        patches = gather_patches(
+            si, ri,
+            src_knn_indices=src_idx, src_knn_points=patch_points(src_fine_pts, src_idx),
+            src_knn_valid=src_kv, src_fine=src.fine,
+            ref_knn_indices=ref_idx, ref_knn_points=patch_points(ref_fine_pts, ref_idx),
+            ref_knn_valid=ref_kv, ref_fine=ref.fine,
+        )  # fmt: skip
+        log_assign = self._assignment(patches.ref_feats, patches.src_feats,
+                                      patches.ref_valid, patches.src_valid)  # fmt: skip
+        s_pts, r_pts, scores, patch = correspondences(
+            log_assign, patches, cfg.topk, cfg.confidence_threshold, cfg.mutual
+        )
+        transform, _ = local_to_global_registration(
+            s_pts, r_pts, scores, patch, cfg.acceptance_radius, cfg.min_correspondences,
+            cfg.refinement_steps,
+        )  # fmt: skip
+        return Prediction(
+            np.asarray(transform, np.float64),
+            np.asarray(s_pts, np.float64),
+            np.asarray(r_pts, np.float64),
+            np.asarray(scores, np.float64),
+            time.perf_counter() - start,
+        )
+
+    def _assignment(
+        self, ref_feats: np.ndarray, src_feats: np.ndarray, ref_valid: np.ndarray,
+        src_valid: np.ndarray,
+    ) -> np.ndarray:  # fmt: skip
+        """``(P, R + 1, C + 1)`` log assignment: the scores and the dustbin padding as
+        :class:`LearnableLogOptimalTransport` builds them, the iterations in an ONNX graph."""
+        p, r, c = ref_feats.shape[0], ref_feats.shape[1], src_feats.shape[1]
+        width = ref_feats.shape[-1]
+        scores = np.matmul(ref_feats, src_feats.transpose(0, 2, 1)) / np.float32(math.sqrt(width))
+        alpha = self.alpha
+        padded = np.full((p, r + 1, c + 1), alpha, np.float32)
+        padded[:, :r, :c] = scores
+        rows = np.concatenate([ref_valid, np.ones((p, 1), bool)], 1)
+        cols = np.concatenate([src_valid, np.ones((p, 1), bool)], 1)
+        pad_pair = ~(rows[:, :, None] & cols[:, None, :])
+        pad_pair[:, :r, c] &= ref_valid
+        pad_pair[:, r, :c] &= src_valid
+        padded[pad_pair] = _NEG
+        n_rows = ref_valid.sum(1).astype(np.float32)
+        n_cols = src_valid.sum(1).astype(np.float32)
+        norm = -np.log(np.maximum(n_rows + n_cols, 1)).astype(np.float32)
+        log_cols = np.where(n_cols > 0, np.log(np.maximum(n_cols, 1)), _NEG).astype(np.float32)
+        log_rows = np.where(n_rows > 0, np.log(np.maximum(n_rows, 1)), _NEG).astype(np.float32)
+        log_mu = np.concatenate([np.repeat(norm[:, None], r, 1), (log_cols + norm)[:, None]], 1)
+        log_nu = np.concatenate([np.repeat(norm[:, None], c, 1), (log_rows + norm)[:, None]], 1)
+        log_mu[~rows] = _NEG
+        log_nu[~cols] = _NEG
+        finite = padded > _NEG / 2
+        hi = np.where(finite, padded, -np.inf).max(axis=(1, 2))
+        lo = np.where(finite, padded, np.inf).min(axis=(1, 2))
+        graph = "sinkhorn_scaling" if (hi - lo).max() < _SCALING_MAX_SPREAD else "sinkhorn_log"
+        (out,) = self._run(graph, padded=padded, log_mu=log_mu.astype(np.float32),
+                           log_nu=log_nu.astype(np.float32))  # fmt: skip
+        return out - norm[:, None, None]
+
+
+def _fit(indices: np.ndarray, width: int, shadow: int) -> np.ndarray:
+    """Neighbor indices ``(N, K)`` at exactly ``width`` columns (extra columns: the shadow
+    index), int64 as the graphs take them."""
+    indices = np.asarray(indices, np.int64)
+    if indices.shape[1] >= width:
+        return np.ascontiguousarray(indices[:, :width])
+    pad = np.full((indices.shape[0], width - indices.shape[1]), shadow, np.int64)
+    return np.concatenate([indices, pad], 1)

@@ -1,0 +1,172 @@
+"""The shipped networks on ONNX Runtime (:mod:`pcreg.runtime`) give the torch network's
+predictions: transforms within 1e-4 on the real pairs of ``../shared/data``, for one pair and
+for the orientation search's hypotheses; the export is made once, checked, cached and rebuilt
+when the weights change; ``PCREG_RUNTIME`` chooses."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from pcreg.registration import onnx_loading as rt_loading
+from pcreg.registration.loading import load_network
+from pcreg.registration.onnx_loading import load_onnx_network
+
+pytest.importorskip("onnxruntime")
+
+TOLERANCE = 1e-4  # issue #44: transforms within 1e-4 of the torch path
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    """One export cache for the module (the exports take ~10 s each)."""
+    root = tmp_path_factory.mktemp("pcreg-cache")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PCREG_CACHE_DIR", str(root))
+        mp.delenv("PCREG_RUNTIME", raising=False)
+        yield root
+
+
+@pytest.fixture(scope="module")
+def indoor(cache):
+    return load_network("indoor").network, load_onnx_network("indoor").network
+
+
+def _real_pair(shared_data):
+    demo = shared_data / "geotransformer_repo" / "demo"
+    return np.load(demo / "src.npy"), np.load(demo / "ref.npy"), np.load(demo / "gt.npy")
+
+
+def _kitti(shared_data, frame):
+    raw = np.fromfile(shared_data / "kitti00_scancontext" / f"{frame:06d}.bin", np.float32)
+    return raw.reshape(-1, 4)[:, :3].astype(np.float64)
+
+
+def _rows(pred) -> np.ndarray:
+    """The correspondences as a set: ``(C, 7)`` rows (source, reference, score) sorted. Their
+    order inside a patch follows the patch's point order, which differs between the runtimes
+    where two points lie at the same distance from their superpoint (3DMatch's coordinates
+    are quantised to 2 mm)."""
+    rows = np.concatenate([pred.src_corr_points, pred.ref_corr_points,
+                           pred.corr_scores[:, None]], 1)  # fmt: skip
+    return rows[np.lexsort(np.round(rows, 5).T[::-1])]
+
+
+def _rotation(axis, deg):
+    from scipy.spatial.transform import Rotation
+
+    return Rotation.from_rotvec(np.radians(deg) * np.asarray(axis, float)).as_matrix()
+
+
+def test_real_indoor_pair_matches_torch(indoor, shared_data):
+    torch_net, onnx_net = indoor
+    src, ref, gt = _real_pair(shared_data)
+    a, b = torch_net(src, ref), onnx_net(src, ref)
+    assert np.abs(a.transform - b.transform).max() < TOLERANCE
+    assert len(b.corr_scores) == len(a.corr_scores) > 100
+    np.testing.assert_allclose(_rows(b), _rows(a), atol=1e-5)
+    # and the answer is the right one (not two runtimes agreeing on a wrong one)
+    assert np.abs(b.transform[:3, 3] - gt[:3, 3]).max() < 0.3
+
+
+def test_hypotheses_match_torch(indoor, shared_data):
+    torch_net, onnx_net = indoor
+    src, ref, _ = _real_pair(shared_data)
+    rots = np.stack([np.eye(3), _rotation([0, 0, 1], 90), _rotation([1, 0, 0], 180)])
+    for a, b in zip(
+        torch_net.hypotheses(src, ref, rots), onnx_net.hypotheses(src, ref, rots), strict=True
+    ):
+        assert np.abs(a.transform - b.transform).max() < TOLERANCE
+        np.testing.assert_allclose(_rows(b), _rows(a), atol=1e-5)
+
+
+@pytest.mark.slow
+def test_real_outdoor_pair_matches_torch(cache, shared_data):
+    src, ref = _kitti(shared_data, 94), _kitti(shared_data, 95)
+    a = load_network("outdoor").network(src, ref)
+    b = load_onnx_network("outdoor").network(src, ref)
+    assert np.abs(a.transform - b.transform).max() < TOLERANCE
+
+
+def test_export_is_cached_checked_and_rebuilt_for_new_weights(indoor, cache, monkeypatch):
+    folder, sha = rt_loading.export_folder("indoor")
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["weights_sha256"] == sha and folder.name == f"indoor-{sha[:16]}"
+    assert manifest["check"]["max_transform_difference"] < TOLERANCE
+    # a second load reads the cache: no export (torch's exporter would be called)
+    monkeypatch.setattr(rt_loading, "_export", lambda *a: pytest.fail("exported again"))
+    assert load_onnx_network("indoor") is not None
+    # a manifest of other weights is not used
+    monkeypatch.setattr(rt_loading, "_sha256", lambda path: "0" * 64)
+    calls = []
+
+    def export(*args):
+        calls.append(args)
+        raise OSError("not this time")
+
+    monkeypatch.setattr(rt_loading, "_export", export)
+    assert load_onnx_network("indoor") is None  # auto: the torch path, with a warning
+    assert calls and calls[0][1].name == "indoor-" + "0" * 16
+
+
+def test_a_failed_export_keeps_the_torch_path(cache, monkeypatch, caplog, tmp_path):
+    """Cheap: the check is replaced by its failure (the next test runs the real one)."""
+    monkeypatch.setenv("PCREG_CACHE_DIR", str(tmp_path))
+
+    def fails(*args):
+        raise ValueError("the export differs from the torch network by 1.00e+00")
+
+    monkeypatch.setattr(rt_loading, "_check", fails)
+    assert load_onnx_network("indoor") is None
+    assert "runs on torch" in caplog.text and "differs from the torch network" in caplog.text
+    assert not list((tmp_path / "onnx").iterdir())  # nothing half-written is left
+    monkeypatch.setenv("PCREG_RUNTIME", "onnx")
+    with pytest.raises(RuntimeError, match="PCREG_RUNTIME=onnx"):
+        load_onnx_network("indoor")
+
+
+@pytest.mark.slow
+def test_a_failed_check_keeps_the_torch_path(cache, monkeypatch, caplog, tmp_path):
+    monkeypatch.setenv("PCREG_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(rt_loading, "EXPORT_TOLERANCE", -1.0)  # every export fails its check
+    assert load_onnx_network("indoor") is None
+    assert "runs on torch" in caplog.text and "differs from the torch network" in caplog.text
+    assert not list((tmp_path / "onnx").iterdir())  # nothing half-written is left
+    monkeypatch.setenv("PCREG_RUNTIME", "onnx")
+    with pytest.raises(RuntimeError, match="PCREG_RUNTIME=onnx"):
+        load_onnx_network("indoor")
+
+
+def test_runtime_choice(monkeypatch, tmp_path):
+    from pcreg.errors import InputError
+
+    monkeypatch.setenv("PCREG_RUNTIME", "torch")
+    assert load_onnx_network("indoor") is None
+    monkeypatch.setenv("PCREG_RUNTIME", "tpu")
+    with pytest.raises(InputError, match="PCREG_RUNTIME"):
+        load_onnx_network("indoor")
+    monkeypatch.delenv("PCREG_RUNTIME")
+    assert load_onnx_network(str(tmp_path / "custom.pt")) is None  # a checkpoint: torch
+
+
+def test_loading_an_export_imports_no_torch(indoor, cache):
+    """A process that registers with the cached export never imports torch."""
+    code = (
+        "import sys, numpy as np\n"
+        "from pcreg.registration.onnx_loading import load_onnx_network\n"
+        "net = load_onnx_network('indoor').network\n"
+        "rng = np.random.default_rng(0)\n"
+        "ref = rng.random((3000, 3)) * 3\n"
+        "pred = net(ref + 0.1, ref)\n"
+        "assert np.isfinite(pred.transform).all()\n"
+        "print(sorted(m for m in ('torch', 'open3d') if m in sys.modules))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True,
+        env={**__import__("os").environ, "PCREG_CACHE_DIR": str(cache)},
+    )  # fmt: skip
+    assert out.stdout.strip() == "[]", out.stderr
