@@ -84,7 +84,7 @@ def _network(model: str, device: str):
     checkpoint file itself (resolved path, inode, size, modification time): a relative path
     named from another directory, or a checkpoint rewritten in place, is loaded anew."""
     from pcreg.errors import InputError
-    from pcreg.registration.loading import weights_path
+    from pcreg.registration.shipped import weights_path
 
     try:
         path = weights_path(model)
@@ -97,9 +97,9 @@ def _network(model: str, device: str):
 
 @functools.lru_cache(maxsize=4)
 def _cached_network(key: tuple, model: str, device: str):
-    from pcreg.registration.loading import load_network
+    from pcreg.registration.loaded import load_for_registration
 
-    return load_network(model, device)
+    return load_for_registration(model, device)
 
 
 def pipeline(

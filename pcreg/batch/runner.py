@@ -153,9 +153,9 @@ def _worker_pipeline(options: BatchOptions, networks: dict[str, Any]) -> Registr
                     net = Registrar.from_state(blob["config"], state)
                 cache[model] = LoadedNetwork(net, search, model, blob["setting"])
             else:
-                from pcreg.registration.pipeline import _NetworkCache
+                from pcreg.registration.loaded import load_for_registration
 
-                cache[model] = _NetworkCache()(model, device)
+                cache[model] = load_for_registration(model, device)
         return cache[model]
 
     _PIPELINES[key] = pipe = options.pipeline(load)

@@ -100,10 +100,14 @@ class _Backbone(nn.Module):
         points = list(tensors[:s])
         neighbors = list(tensors[s : 2 * s])
         subsampling = list(tensors[2 * s : 3 * s - 1])
-        upsampling = list(tensors[3 * s - 1 :])
+        upsampling = list(tensors[3 * s - 1 : 4 * s - 2])
+        frames = None
+        if self.backbone.rotation_invariant:  # the frames come in (ONNX has no eigh)
+            rest = tensors[4 * s - 2 :]
+            frames = (list(rest[:s]), list(rest[s:]))
         lengths = [torch.ones(1, dtype=torch.long) for _ in range(s)]  # unused when traced
         pyramid = Pyramid(points, lengths, neighbors, subsampling, upsampling)
-        return self.backbone(feats, pyramid)
+        return self.backbone(feats, pyramid, frames)
 
 
 class _Embedding(nn.Module):
@@ -203,7 +207,16 @@ def export_graphs(model: GeoTransformer, folder: str | os.PathLike[str]) -> dict
                 + [f"subsampling_{i}" for i in range(s - 1)]
                 + [f"upsampling_{i}" for i in range(s - 1)]
             )
+            if model.backbone.rotation_invariant:
+                frames, strided = model.backbone.reference_frames(pad)
+                tensors += [*frames, *strided]
+                names += [f"frames_{i}" for i in range(s)]
+                names += [f"strided_frames_{i}" for i in range(1, s)]
             dyn = {"feats": {0: "n0"}, "coarse": {0: f"n{s - 1}"}, "fine": {0: "n1"}}
+            for i in range(s):
+                dyn[f"frames_{i}"] = {0: f"n{i}"}
+            for i in range(1, s):
+                dyn[f"strided_frames_{i}"] = {0: f"n{i}"}
             for i in range(s):
                 dyn[f"points_{i}"] = {0: f"n{i}"}
                 dyn[f"neighbors_{i}"] = {0: f"n{i}"}

@@ -21,6 +21,7 @@ import numpy as np
 
 from pcreg.models.geotransformer.config import GeoTransformerConfig
 from pcreg.registration.prediction import Prediction
+from pcreg.runtime.frames import local_reference_frames
 from pcreg.runtime.lgr import local_to_global_registration
 from pcreg.runtime.matching import correspondences, gather_patches, superpoint_matching
 from pcreg.runtime.partition import patch_points, point_to_node_partition
@@ -157,6 +158,16 @@ class OnnxRegistrar:
         for i in range(len(pyr.points) - 1):
             feed[f"subsampling_{i}"] = _fit(pyr.subsampling[i], limits[i], n[i])
             feed[f"upsampling_{i}"] = _fit(pyr.upsampling[i], limits[i + 1], n[i + 1])
+        if self.config.rotation_invariant:
+            radii = [self.config.init_radius * self.config.voxel_size * 2**i for i in range(len(n))]
+            for i, p in enumerate(pyr.points):
+                feed[f"frames_{i}"] = local_reference_frames(
+                    p, p, feed[f"neighbors_{i}"], radii[i]
+                ).astype(np.float32)
+            for i in range(1, len(n)):
+                feed[f"strided_frames_{i}"] = local_reference_frames(
+                    pyr.points[i], pyr.points[i - 1], feed[f"subsampling_{i - 1}"], radii[i - 1]
+                ).astype(np.float32)
         coarse, fine = self._run("backbone", **feed)
         return _Encoded(pyr, coarse, fine)
 

@@ -530,26 +530,18 @@ class Registration:
 
 class _NetworkCache:
     """The default loader, each network read once per pipeline (a pipeline registers many
-    pairs with the same weights): a shipped network on the CPU runs on ONNX Runtime without
-    torch (:func:`~pcreg.registration.onnx_loading.load_onnx_network`), anything else, or where that
-    is unavailable, on torch (:func:`~pcreg.registration.loading.load_network`)."""
+    pairs with the same weights): :func:`~pcreg.registration.loaded.load_for_registration`
+    (ONNX Runtime for a shipped network on the CPU, else torch)."""
 
     def __init__(self) -> None:
         self._loaded: dict[tuple[str, str], LoadedNetwork] = {}
 
     def __call__(self, model: str, device: str) -> LoadedNetwork:
+        from pcreg.registration.loaded import load_for_registration
+
         key = (model, device)
         if key not in self._loaded:
-            loaded = None
-            if device == "cpu":
-                from pcreg.registration.onnx_loading import load_onnx_network
-
-                loaded = load_onnx_network(model)
-            if loaded is None:
-                from pcreg.registration.loading import load_network
-
-                loaded = load_network(model, device)
-            self._loaded[key] = loaded
+            self._loaded[key] = load_for_registration(model, device)
         return self._loaded[key]
 
 

@@ -116,22 +116,40 @@ class KPConvFPN(nn.Module):
                 if isinstance(m, KPConv):
                     m.use_cylindrical_kernel()
 
-    def forward(self, feats: Tensor, pyramid: Pyramid) -> tuple[Tensor, Tensor]:
+    def reference_frames(self, pyramid: Pyramid) -> tuple[list[Tensor], list[Tensor]]:
+        """The local reference frames a rotation-invariant backbone uses: per stage ``i`` the
+        frames of its points over their neighbors ``(N_i, 3, 3)``, and for stages ``i >= 1``
+        over the previous stage's points they pool (``strided``, index ``i - 1``). Parameter
+        free: the ONNX Runtime path computes the same in numpy and passes them in."""
+        pts, nbrs = pyramid.points, pyramid.neighbors
+        frames = [
+            local_reference_frames(pts[i], pts[i], nbrs[i], self.radii[i])
+            for i in range(self.num_stages)
+        ]
+        strided = [
+            local_reference_frames(pts[i], pts[i - 1], pyramid.subsampling[i - 1], r)
+            for i, r in zip(range(1, self.num_stages), self.radii, strict=False)
+        ]
+        return frames, strided
+
+    def forward(
+        self,
+        feats: Tensor,
+        pyramid: Pyramid,
+        frames: tuple[list[Tensor], list[Tensor]] | None = None,
+    ) -> tuple[Tensor, Tensor]:
         """feats ``(ΣN_0, input_dim)`` at pyramid stage 0 -> ``(coarse (ΣN_{S-1}, coarse_dim),
-        fine (ΣN_1, output_dim))``."""
+        fine (ΣN_1, output_dim))``. ``frames``: :meth:`reference_frames` of this pyramid when
+        the caller has them (rotation-invariant backbones only; computed here otherwise)."""
         pts, lens, nbrs = pyramid.points, pyramid.lengths, pyramid.neighbors
         if len(pts) != self.num_stages:
             raise ValueError(f"pyramid has {len(pts)} stages, the backbone {self.num_stages}")
-        frames = strided = None
+        strided = None
         if self.rotation_invariant:
-            frames = [
-                local_reference_frames(pts[i], pts[i], nbrs[i], self.radii[i])
-                for i in range(self.num_stages)
-            ]
-            strided = [None] + [
-                local_reference_frames(pts[i], pts[i - 1], pyramid.subsampling[i - 1], r)
-                for i, r in zip(range(1, self.num_stages), self.radii, strict=False)
-            ]
+            frames, strided_after = frames or self.reference_frames(pyramid)
+            strided = [None, *strided_after]
+        else:
+            frames = None
         encoded = []
         x = feats
         for i, blocks in enumerate(self.stages):
