@@ -1,27 +1,31 @@
-"""Rigid-motion geometry: transforms, weighted Procrustes and registration metrics."""
+"""Rigid-motion geometry: transforms, weighted Procrustes and registration metrics.
 
-from pcreg.geometry.metrics import (
-    covariance_rmse,
-    feature_matching_recall,
-    inlier_ratio,
-    pose_errors,
-    registration_recall,
-    relative_rotation_error_deg,
-    relative_translation_error,
-    rotation_to_quaternion,
-    transform_rmse,
-)
-from pcreg.geometry.procrustes import weighted_procrustes
-from pcreg.geometry.transforms import (
-    apply_transform,
-    compose_transforms,
-    invert_transform,
-    make_transform,
-    orthonormalize_rotation,
-    random_rotation,
-    random_transform,
-    rotation_from_axis_angle,
-)
+The names below load lazily (PEP 562): importing :mod:`pcreg.geometry.manhattan`,
+:mod:`pcreg.geometry.cube_ranking` or :mod:`pcreg.geometry.clouds` (numpy and scipy only)
+does not import the torch modules (``metrics``, ``procrustes``, ``transforms``)."""
+
+import importlib
+
+_EXPORTS = {
+    "covariance_rmse": "metrics",
+    "feature_matching_recall": "metrics",
+    "inlier_ratio": "metrics",
+    "pose_errors": "metrics",
+    "registration_recall": "metrics",
+    "relative_rotation_error_deg": "metrics",
+    "relative_translation_error": "metrics",
+    "rotation_to_quaternion": "metrics",
+    "transform_rmse": "metrics",
+    "weighted_procrustes": "procrustes",
+    "apply_transform": "transforms",
+    "compose_transforms": "transforms",
+    "invert_transform": "transforms",
+    "make_transform": "transforms",
+    "orthonormalize_rotation": "transforms",
+    "random_rotation": "transforms",
+    "random_transform": "transforms",
+    "rotation_from_axis_angle": "transforms",
+}
 
 __all__ = [
     "apply_transform",
@@ -43,3 +47,13 @@ __all__ = [
     "transform_rmse",
     "weighted_procrustes",
 ]
+
+
+def __getattr__(name: str):  # lazy: torch loads with the first name that needs it
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(f"pcreg.geometry.{_EXPORTS[name]}"), name)
+    raise AttributeError(f"module 'pcreg.geometry' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
