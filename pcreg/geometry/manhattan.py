@@ -11,10 +11,11 @@ degrees). :class:`pcreg.registration.search.ManhattanHypotheses` uses this to re
 pairs under any rotation with a network trained on small rotations only: one hypothesis per cube
 rotation, the one whose correspondences agree best wins.
 
-The estimate: point normals (Open3D, PCA over neighbors) vote for directions; the direction with
-the most normals within ``inlier_deg`` is the first axis; among the normals roughly
-orthogonal to it, the most supported direction is the second; the third is their cross
-product. Each axis is refined as the principal direction of its inlier normals.
+The estimate: point normals (PCA over neighbors, as Open3D's: :mod:`pcreg.geometry.clouds`) vote
+for directions; the direction with the most normals within ``inlier_deg`` is the first axis;
+among the normals roughly orthogonal to it, the most supported direction is the second; the
+third is their cross product. Each axis is refined as the principal direction of its inlier
+normals.
 """
 
 from __future__ import annotations
@@ -77,19 +78,17 @@ class ManhattanFrame:
 
 
 def _normals(points: np.ndarray, voxel: float) -> tuple[np.ndarray, np.ndarray]:
-    """The ``voxel``-downsampled cloud and its normals, turned towards its centroid (towards
-    the sensor, roughly, for a scan taken from inside a room)."""
-    import open3d as o3d
+    """The ``voxel``-downsampled cloud ``(V, 3)`` and its unit normals ``(V, 3)`` (neighbours
+    within 2.5 voxels, at most 30), turned towards its centroid (towards the sensor, roughly,
+    for a scan taken from inside a room); float64, the input's units. Open3D's voxel means and
+    normals, computed without Open3D (:mod:`pcreg.geometry.clouds`)."""
+    from pcreg.geometry.clouds import estimate_normals, voxel_downsample
 
-    cloud = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(np.asarray(points, np.float64)))
-    down = np.asarray(cloud.voxel_down_sample(voxel).points, np.float64)
-    # Open3D returns the voxels in hash-map order, which follows the input's point order;
+    down = voxel_downsample(points, voxel)
     # sorted (x, then y, then z) the result (the seeded candidate draw below) depends on the
     # point set only, not on how the file lists it
-    cloud = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(down[np.lexsort(down.T[::-1])]))
-    cloud.estimate_normals(o3d.geometry.KDTreeSearchParamHybrid(radius=2.5 * voxel, max_nn=30))
-    pts = np.asarray(cloud.points, np.float64)
-    normals = np.asarray(cloud.normals, np.float64)
+    pts = down[np.lexsort(down.T[::-1])]
+    normals = estimate_normals(pts, 2.5 * voxel, max_nn=30)
     away = np.einsum("ij,ij->i", normals, pts.mean(0) - pts) < 0
     normals[away] *= -1.0
     return pts, normals

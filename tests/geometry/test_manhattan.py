@@ -75,6 +75,55 @@ def test_canonicalized_pair_is_a_small_rotation_apart_and_keeps_the_ground_truth
     assert _to_cube_deg(estimate_manhattan_frame(ref_c).rotation) < 2.0
 
 
+def _open3d_frame_normals(points: np.ndarray, voxel: float) -> tuple[np.ndarray, np.ndarray]:
+    """The frame's voxels and normals as Open3D computed them before pcreg.geometry.clouds:
+    the reference of :func:`pcreg.geometry.manhattan._normals`."""
+    o3d = pytest.importorskip("open3d")
+    cloud = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(np.asarray(points, np.float64)))
+    down = np.asarray(cloud.voxel_down_sample(voxel).points, np.float64)
+    cloud = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(down[np.lexsort(down.T[::-1])]))
+    cloud.estimate_normals(o3d.geometry.KDTreeSearchParamHybrid(radius=2.5 * voxel, max_nn=30))
+    pts, normals = np.asarray(cloud.points), np.asarray(cloud.normals)
+    normals[np.einsum("ij,ij->i", normals, pts.mean(0) - pts) < 0] *= -1.0
+    return pts, normals
+
+
+def _assert_frame_as_open3ds(points: np.ndarray, voxel: float = 0.05) -> None:
+    from pcreg.geometry.manhattan import _normals
+
+    pts, normals = _normals(points, voxel)
+    want_pts, want_normals = _open3d_frame_normals(points, voxel)
+    np.testing.assert_array_equal(pts, want_pts)  # the same voxels in the same order
+    cos = np.einsum("ij,ij->i", normals, want_normals)
+    assert np.degrees(np.arccos(np.clip(cos, -1.0, 1.0))).max() < 1e-4  # signs included
+    frame = estimate_manhattan_frame(points, voxel)
+    # the frame Open3D's normals give, with the same seeded draw
+    import pcreg.geometry.manhattan as manhattan
+
+    saved = manhattan._normals
+    try:
+        manhattan._normals = _open3d_frame_normals
+        want = estimate_manhattan_frame(points, voxel)
+    finally:
+        manhattan._normals = saved
+    np.testing.assert_allclose(frame.rotation, want.rotation, atol=1e-9)
+    np.testing.assert_allclose(frame.support, want.support, atol=1e-12)
+
+
+def test_frame_normals_are_open3ds_on_the_generated_room(room_pair):
+    src, ref, _ = room_pair
+    _assert_frame_as_open3ds(ref)
+    _assert_frame_as_open3ds(src)
+
+
+@pytest.mark.open3d
+@pytest.mark.data
+def test_frame_normals_are_open3ds_on_the_real_3dmatch_pair(shared_data):
+    demo = shared_data / "geotransformer_repo" / "demo"
+    for name in ("src.npy", "ref.npy"):
+        _assert_frame_as_open3ds(np.load(demo / name).astype(np.float64))
+
+
 class _SmallRotationOracle(Registrar):
     """Stands in for a network trained on small rotations: given the clouds' point-by-point
     correspondence (the pair shares its points), it returns the exact transform with those
