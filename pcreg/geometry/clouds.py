@@ -1,6 +1,6 @@
-"""Point-cloud primitives in numpy and scipy: voxel downsampling and normals as Open3D computes
-them, without importing Open3D (about 0.5 s of import time that the registration path does not
-pay).
+"""Point-cloud primitives in numpy over compiled k-d trees (pykdtree, small_gicp): voxel
+downsampling and normals as Open3D computes them, without importing Open3D (0.4-0.5 s that the
+registration path no longer pays at start) or scipy.spatial (0.15-0.2 s).
 
 :func:`voxel_downsample` is Open3D's ``voxel_down_sample`` (the mean of the points of each cell
 of a grid anchored half a voxel below the cloud's minimum), bit for bit: the same cells, and
@@ -9,17 +9,24 @@ Open3D's ``estimate_normals`` with ``KDTreeSearchParamHybrid``: the covariance o
 ``max_nn`` nearest neighbours within ``radius`` (itself included), its eigenvector of the
 smallest eigenvalue by Open3D's closed-form solver (``FastEigen3x3``, after Eberly's "A Robust
 Eigensolver for 3 x 3 Symmetric Matrices"), so the sign comes out as Open3D's too; ``(0, 0, 1)``
-where fewer than 3 neighbours are found. On the real 3DMatch pair (0.05 m voxels, 2 and 2.5
-voxel radii) and the KITTI pair 94/95 (0.3 m) all normals have Open3D's sign and lie within
-5e-5 degrees of Open3D's (``tests/geometry/test_clouds.py``).
+where fewer than 3 neighbours are found. On the real 3DMatch demo pair (0.05 m voxels, 2 and 2.5
+voxel radii) and the KITTI pair 94/95 (0.3 m) every normal has Open3D's sign and lies within
+1e-4 degrees of Open3D's where at least 4 points make its neighbourhood (3e-6 degrees on
+3DMatch); where three nearly collinear points make the plane, the roundings differ by up to a
+tenth of a degree (0.088 degrees at one of the 17k points of KITTI 94, where Open3D's own
+error is 0.13 degrees), see ``tests/geometry/test_clouds.py``. The nearest neighbours come
+from :class:`KdTree` (pykdtree and small_gicp).
 
 The one difference: Open3D returns the voxels in the order of its hash map, which depends on the
 order of the input; :func:`voxel_downsample` returns them sorted by cell (x, then y, then z
-index), which depends on the point set only.
+index), which depends on the point set only. So an even stride through the voxels picks other
+points than it did (the verification's source above 8000 voxels, the symmetry probe's 600
+points: :mod:`pcreg.registration.verify`).
 """
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -121,19 +128,24 @@ def voxel_downsample(points: np.ndarray, voxel: float) -> np.ndarray:
 
 
 class KdTree:
-    """Exact nearest neighbours among ``points (N, 3)``: small_gicp's k-d tree, answered with
-    scipy ``cKDTree.query``'s conventions (a missing neighbour has distance ``inf`` and index
-    ``N``; ``distance_upper_bound`` is strict, as Open3D's hybrid search), the number of threads
-    chosen per query. Without scipy (whose ``scipy.spatial`` takes 150 ms to import) and faster
-    for the nearest neighbour: 3.0 ms for the 17k points of a KITTI scan at 0.3 m against
-    ``cKDTree``'s 7.6 ms, 1.0 against 0.9 ms for a 3DMatch fragment at 5 cm (the 30 nearest
-    within 2 voxels: 6.2 / 38 ms against 5.3 / 27 ms); one thread, the 2-core development VM."""
+    """Exact nearest neighbours among ``points (N, 3)``, answered with scipy
+    ``cKDTree.query``'s conventions (a missing neighbour has distance ``inf`` and index ``N``;
+    ``distance_upper_bound`` is strict, as Open3D's hybrid search) and the threads chosen per
+    query, without scipy (``scipy.spatial`` takes 0.15-0.2 s to import).
+
+    The nearest neighbour (``k = 1``) comes from pykdtree, which prunes by the distance bound:
+    on the 2-core development VM, one thread, a KITTI scan at 0.3 m (17k points), 3.6 ms for
+    its source's points near the reference (``cKDTree``: 7.6 ms, small_gicp: 3.0 ms) and
+    0.8 ms for 5k points turned away from it (``cKDTree``: 1.2 ms, small_gicp, which cannot
+    prune: 14 ms). The ``k > 1`` nearest come from small_gicp's tree, then cut at the bound:
+    the 30 nearest within 2 voxels of each point of a 3DMatch fragment at 5 cm in 6.2 ms, of
+    the KITTI scan in 38 ms (``cKDTree``: 5.3 and 27 ms, pykdtree: 14 and 50 ms). Each tree is
+    built on its first query (0.2-1.9 ms)."""
 
     def __init__(self, points: np.ndarray) -> None:
-        import small_gicp
-
         self.data = np.ascontiguousarray(points, np.float64).reshape(-1, 3)
-        self._tree = small_gicp.KdTree(self.data, 1) if len(self.data) else None
+        self._nearest: Any = None  # pykdtree.kdtree.KDTree
+        self._knn: Any = None  # small_gicp.KdTree
 
     def __len__(self) -> int:
         return len(self.data)
@@ -146,18 +158,32 @@ class KdTree:
         workers: int = 1,
     ) -> tuple[np.ndarray, np.ndarray]:
         """The ``k`` nearest of the tree's points to each of ``points (Q, 3)`` closer than
-        ``distance_upper_bound``, by increasing distance.
+        ``distance_upper_bound`` (the points' units), by increasing distance, on ``workers``
+        threads.
 
         Returns:
             ``(distances, indices)``: ``(Q,)`` float64 and int64 for ``k = 1``, else ``(Q, k)``;
             ``inf`` and ``N`` where there is no such neighbour.
         """
         points = np.ascontiguousarray(points, np.float64).reshape(-1, 3)
-        n = len(self.data)
-        if self._tree is None or not len(points):
+        n, workers = len(self.data), max(1, int(workers))
+        if n == 0 or not len(points):
             dist, idx = np.full((len(points), k), np.inf), np.full((len(points), k), n, np.int64)
+        elif k == 1:
+            if self._nearest is None:
+                from pykdtree.kdtree import KDTree
+
+                self._nearest = KDTree(self.data)
+            bound = None if np.isinf(distance_upper_bound) else float(distance_upper_bound)
+            with _openmp_threads(workers):
+                dist, idx = self._nearest.query(points, k=1, distance_upper_bound=bound)
+            return dist, idx.astype(np.int64)
         else:
-            idx, sq = self._tree.batch_knn_search(points, min(k, n), max(1, int(workers)))
+            if self._knn is None:
+                import small_gicp
+
+                self._knn = small_gicp.KdTree(self.data, 1)
+            idx, sq = self._knn.batch_knn_search(points, min(k, n), workers)
             idx = idx.astype(np.int64)
             far = ~(sq < distance_upper_bound * distance_upper_bound)  # also the unfound
             dist = np.sqrt(sq)
@@ -166,6 +192,25 @@ class KdTree:
                 dist = np.pad(dist, ((0, 0), (0, k - n)), constant_values=np.inf)
                 idx = np.pad(idx, ((0, 0), (0, k - n)), constant_values=n)
         return (dist[:, 0], idx[:, 0]) if k == 1 else (dist, idx)
+
+
+#: threadpoolctl's handle on pykdtree's OpenMP runtime (found on the first query)
+_PYKDTREE_OPENMP: list[Any] = []
+
+
+def _openmp_threads(threads: int) -> Any:
+    """A context that holds pykdtree's OpenMP runtime (its own copy of libgomp) to ``threads``
+    threads, the count :func:`pcreg.engine.threads.current_threads` fitted to the free cores
+    (by default it would start one per core); 5 us to enter and leave once the runtime is
+    found (5 ms, once)."""
+    if not _PYKDTREE_OPENMP:
+        from threadpoolctl import ThreadpoolController
+
+        controller = ThreadpoolController()
+        paths = [i["filepath"] for i in controller.info() if "pykdtree" in i["filepath"]]
+        _PYKDTREE_OPENMP.append(controller.select(filepath=paths) if paths else None)
+    selected = _PYKDTREE_OPENMP[0]
+    return selected.limit(limits=threads) if selected is not None else contextlib.nullcontext()
 
 
 def estimate_normals(

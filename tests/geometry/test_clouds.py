@@ -166,6 +166,25 @@ def test_kdtree_answers_as_ckdtree(rng):
     assert np.isinf(d[0, 1]) and i[0, 1] == 2
 
 
+def test_the_nearest_neighbour_search_runs_on_the_threads_asked(rng):
+    from threadpoolctl import ThreadpoolController
+
+    from pcreg.geometry.clouds import _openmp_threads
+
+    tree = KdTree(rng.uniform(0, 1, (100, 3)))
+    tree.query(rng.uniform(0, 1, (10, 3)))  # loads pykdtree
+
+    def pykdtree_threads() -> list[int]:
+        info = ThreadpoolController().info()
+        return [i["num_threads"] for i in info if "pykdtree" in i["filepath"]]
+
+    before = pykdtree_threads()
+    assert before  # threadpoolctl sees pykdtree's OpenMP runtime
+    with _openmp_threads(1):
+        assert pykdtree_threads() == [1]
+    assert pykdtree_threads() == before
+
+
 def test_clouds_convert_to_and_from_open3d(rng):
     down = downsample_with_normals(_generated(rng), 0.1)
     assert isinstance(down, Cloud) and down.has_normals() and len(down) == len(down.points)
