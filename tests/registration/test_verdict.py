@@ -141,6 +141,23 @@ def test_symmetry_probe_finds_the_other_pose_of_a_symmetric_scan(rng, box_only, 
         assert margin < 0.75, margin
 
 
+def test_symmetry_probe_takes_pcreg_clouds_as_open3d_clouds(rng):
+    """The pipeline's clouds (pcreg.geometry.clouds, no Open3D) give what Open3D clouds of the
+    same points and normals give."""
+    from pcreg.geometry.clouds import downsample_with_normals
+
+    pts = _surface(rng, 20000, False)
+    voxel = 0.02
+    src, ref = downsample_with_normals(pts, voxel), downsample_with_normals(pts, voxel)
+    turn = np.eye(4)
+    turn[:3, :3] = Rotation.from_rotvec([0.0, 0.0, 0.05]).as_matrix()
+    centre, diagonal = pts.mean(axis=0), float(np.linalg.norm(np.ptp(pts, axis=0)))
+    ours = V.symmetry_probe(src, ref, turn, voxel, centre, diagonal)
+    theirs = V.symmetry_probe(src.to_open3d(), ref.to_open3d(), turn, voxel, centre, diagonal)
+    assert ours[0] == theirs[0] and ours[0] > 0
+    np.testing.assert_array_equal(ours[1], theirs[1])
+
+
 def test_a_probe_margin_over_the_model_s_makes_the_pair_ambiguous():
     model = V.VerdictModel(**{**MODEL.__dict__, "probe": 0.9})
     cand = _cand(np.eye(4), 0.99)

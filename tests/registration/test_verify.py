@@ -173,3 +173,44 @@ def test_measurements_of_the_fit_in_both_directions(rng):
     shifted[2, 3] = 0.04  # half a radius off: still fits, no longer up close
     off = verify(plane, plane, shifted, 0.05)
     assert off.fitness > 0.9 and off.fine_fitness < 0.2 and off.residual > 0.4
+
+
+def test_rotations_about_an_axis_are_scipys(rng):
+    from scipy.spatial.transform import Rotation
+
+    from pcreg.registration.verify import _rotation_about
+
+    for rotvec in [*rng.normal(size=(20, 3)), np.zeros(3), np.array([0, 0, np.pi])]:
+        want = Rotation.from_rotvec(rotvec).as_matrix()
+        np.testing.assert_allclose(_rotation_about(rotvec), want, atol=1e-14)
+
+
+@pytest.mark.open3d
+@pytest.mark.data
+def test_voxelising_here_is_open3ds_and_verifies_the_same(shared_data):
+    """The verifier's own voxels are Open3D's (in another order); below
+    :data:`~pcreg.registration.verify.MAX_QUERY_POINTS` voxels the order does not matter, and
+    the verification of Open3D's voxels equals that of its own."""
+    import open3d as o3d
+
+    from pcreg.registration.verify import _voxelised
+
+    src, ref, gt = _demo(shared_data)
+
+    def o3d_down(points):
+        cloud = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(points))
+        return np.asarray(cloud.voxel_down_sample(0.05).points)
+
+    def rows(a):
+        return a[np.lexsort(a.T[::-1])]
+
+    np.testing.assert_array_equal(rows(_voxelised(src, 0.05)), rows(o3d_down(src)))
+    off = gt.copy()
+    off[:3, 3] += 0.05
+    for transform in (gt, off):
+        ours = verify(src, ref, transform, 0.05)
+        theirs = verify(o3d_down(src), o3d_down(ref), transform, 0.05, voxelised=True)
+        assert (ours.inliers, ours.points) == (theirs.inliers, theirs.points)
+        for name in ("contrast", "reverse_fitness", "residual", "residual_tail", "fine_fitness",
+                     "worst_contrast"):  # fmt: skip
+            assert getattr(ours, name) == pytest.approx(getattr(theirs, name), abs=1e-12), name
