@@ -13,7 +13,8 @@ inlier RMSE. It does not import Open3D (0.4-0.5 s of the registration path's sta
 degrees off) its transforms are within 8e-13 of Open3D's in rotation and 7e-11 voxel in
 translation, the fitness equal and the RMSE within 2e-12 relative, the correspondences the same
 (``tests/baselines/test_icp.py``). The nearest neighbours come from small_gicp's k-d tree
-(:class:`pcreg.geometry.clouds.KdTree`) on :func:`pcreg.engine.threads.current_threads`.
+(:class:`pcreg.geometry.clouds.KdTree`) on ``workers`` threads (one unless the caller passes
+:func:`pcreg.engine.threads.current_threads`, the count fitted to the free cores).
 
 :func:`downsample_with_normals` still makes Open3D clouds, for the callers that compute FPFH
 features on them (:mod:`pcreg.baselines.fpfh_ransac`, :mod:`pcreg.registration.inside`);
@@ -98,6 +99,7 @@ def point_to_plane_icp(
     tolerance: float = 1e-6,
     *,
     tree: Any = None,
+    workers: int = 1,
 ) -> IcpResult:
     """Open3D's point-to-plane ``registration_icp``, in numpy (see the module doc).
 
@@ -110,13 +112,13 @@ def point_to_plane_icp(
         tolerance: stop once the fitness and the inlier RMSE both change by less than this
             (absolute, as Open3D's ``relative_fitness`` / ``relative_rmse``).
         tree: a :class:`pcreg.geometry.clouds.KdTree` of ``ref``, to reuse one.
+        workers: threads of the nearest-neighbour queries.
 
     Returns:
         :class:`IcpResult`: the refined transform, the correspondences at it (source order),
         the fitness (paired share of ``src``) and the inlier RMSE (root mean square distance
         of the pairs; 0 without pairs).
     """
-    from pcreg.engine.threads import current_threads
     from pcreg.geometry.clouds import KdTree
 
     if not max_distance > 0:
@@ -129,7 +131,6 @@ def point_to_plane_icp(
         empty = np.zeros((0, 3))
         return IcpResult(transform, empty, empty, 0.0, 0.0)
     tree = tree if tree is not None else KdTree(ref)
-    workers = current_threads()
     moved = src @ transform[:3, :3].T + transform[:3, 3]
 
     def pair(points: np.ndarray) -> tuple[np.ndarray, np.ndarray, float, float]:
@@ -161,6 +162,7 @@ def icp_refine(
     *,
     max_distance: float | None = None,
     tolerance: float = 1e-6,
+    workers: int = 1,
 ) -> IcpResult:
     """Refine ``init`` (``T_ref_src``) with point-to-plane ICP (:func:`point_to_plane_icp`).
 
@@ -170,12 +172,15 @@ def icp_refine(
     (Open3D's; to reuse them; the reference's normals are required). ``max_distance``:
     correspondence distance in metres (default: ``voxel_size``); ``tolerance``: stop when
     fitness and inlier RMSE change by less than this (Open3D's "relative" criteria, which
-    are absolute differences)."""
+    are absolute differences); ``workers``: threads of the neighbour searches (the registration
+    path passes :func:`pcreg.engine.threads.current_threads`)."""
     from pcreg.geometry.clouds import Cloud, as_cloud
     from pcreg.geometry.clouds import downsample_with_normals as numpy_down
 
     src, ref = (
-        as_cloud(p) if isinstance(p, Cloud) or hasattr(p, "points") else numpy_down(p, voxel_size)
+        as_cloud(p)
+        if isinstance(p, Cloud) or hasattr(p, "points")
+        else numpy_down(p, voxel_size, workers=workers)
         for p in (src_points, ref_points)
     )
     if not ref.has_normals():
@@ -188,4 +193,5 @@ def icp_refine(
         voxel_size if max_distance is None else max_distance,
         max_iterations,
         tolerance,
+        workers=workers,
     )

@@ -200,9 +200,9 @@ _PYKDTREE_OPENMP: list[Any] = []
 
 def _openmp_threads(threads: int) -> Any:
     """A context that holds pykdtree's OpenMP runtime (its own copy of libgomp) to ``threads``
-    threads, the count :func:`pcreg.engine.threads.current_threads` fitted to the free cores
-    (by default it would start one per core); 5 us to enter and leave once the runtime is
-    found (5 ms, once)."""
+    threads (the registration passes the count :func:`pcreg.engine.threads.current_threads`
+    fitted to the free cores; by default the runtime would start one per core); 5 us to enter
+    and leave once the runtime is found (5 ms, once)."""
     if not _PYKDTREE_OPENMP:
         from threadpoolctl import ThreadpoolController
 
@@ -219,6 +219,7 @@ def estimate_normals(
     max_nn: int = 30,
     *,
     tree: KdTree | None = None,
+    workers: int = 1,
 ) -> np.ndarray:
     """Open3D's ``estimate_normals(KDTreeSearchParamHybrid(radius, max_nn))`` on a cloud without
     normals.
@@ -228,6 +229,7 @@ def estimate_normals(
         radius: neighbourhood radius, in the points' units.
         max_nn: most neighbours (the point itself included).
         tree: a :class:`KdTree` of ``points``, to reuse one.
+        workers: threads of the k-d tree query.
 
     Returns:
         ``(N, 3)`` float64 unit normals: per point, the eigenvector of the smallest eigenvalue of
@@ -237,17 +239,15 @@ def estimate_normals(
         neighbours' offsets to the point (Open3D sums raw moments of the coordinates, which
         loses digits as the cloud moves away from the origin); where three nearly collinear
         points make the plane, the two roundings can differ by a tenth of a degree (see the
-        module doc). The k-d tree query runs on :func:`pcreg.engine.threads.current_threads`.
+        module doc).
     """
-    from pcreg.engine.threads import current_threads
-
     points = np.asarray(points, np.float64).reshape(-1, 3)
     n = len(points)
     if n == 0:
         return np.zeros((0, 3))
     tree = tree if tree is not None else KdTree(points)
     k = min(max_nn, n)
-    _, idx = tree.query(points, k=k, distance_upper_bound=radius, workers=current_threads())
+    _, idx = tree.query(points, k=k, distance_upper_bound=radius, workers=workers)
     idx = idx.reshape(n, k)
     valid = idx < n  # a missing neighbour has index n
     count = valid.sum(axis=1).astype(np.float64)
@@ -276,15 +276,20 @@ def _offsets(coord: np.ndarray, idx: np.ndarray, valid: np.ndarray) -> np.ndarra
 
 
 def downsample_with_normals(
-    points: np.ndarray, voxel: float, radius_voxels: float = 2.0, max_nn: int = 30
+    points: np.ndarray,
+    voxel: float,
+    radius_voxels: float = 2.0,
+    max_nn: int = 30,
+    *,
+    workers: int = 1,
 ) -> Cloud:
     """``points (N, 3)`` voxelised at ``voxel`` (:func:`voxel_downsample`) with normals from
     neighbours within ``radius_voxels`` voxels, at most ``max_nn``
     (:func:`estimate_normals`): the clouds pcreg's point-to-plane ICP runs on, as
     :func:`pcreg.baselines.icp.downsample_with_normals` makes them with Open3D (the same points
-    and normals, in cell order)."""
+    and normals, in cell order). ``workers``: threads of the neighbour search."""
     down = voxel_downsample(points, voxel)
-    return Cloud(down, estimate_normals(down, radius_voxels * voxel, max_nn))
+    return Cloud(down, estimate_normals(down, radius_voxels * voxel, max_nn, workers=workers))
 
 
 def _cross(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -77,7 +77,7 @@ class ManhattanFrame:
         return f"ManhattanFrame(support={np.round(self.support, 3).tolist()})"
 
 
-def _normals(points: np.ndarray, voxel: float) -> tuple[np.ndarray, np.ndarray]:
+def _normals(points: np.ndarray, voxel: float, workers: int = 1) -> tuple[np.ndarray, np.ndarray]:
     """The ``voxel``-downsampled cloud ``(V, 3)`` and its unit normals ``(V, 3)`` (neighbours
     within 2.5 voxels, at most 30), turned towards its centroid (towards the sensor, roughly,
     for a scan taken from inside a room); float64, the input's units. Open3D's voxel means and
@@ -88,7 +88,7 @@ def _normals(points: np.ndarray, voxel: float) -> tuple[np.ndarray, np.ndarray]:
     # sorted (x, then y, then z) the result (the seeded candidate draw below) depends on the
     # point set only, not on how the file lists it
     pts = down[np.lexsort(down.T[::-1])]
-    normals = estimate_normals(pts, 2.5 * voxel, max_nn=30)
+    normals = estimate_normals(pts, 2.5 * voxel, max_nn=30, workers=workers)
     away = np.einsum("ij,ij->i", normals, pts.mean(0) - pts) < 0
     normals[away] *= -1.0
     return pts, normals
@@ -115,6 +115,7 @@ def estimate_manhattan_frame(
     inlier_deg: float = 10.0,
     candidates: int = 400,
     seed: int = 0,
+    workers: int = 1,
 ) -> ManhattanFrame:
     """Manhattan axes of a scan.
 
@@ -125,11 +126,13 @@ def estimate_manhattan_frame(
         inlier_deg: a normal supports an axis within this angle.
         candidates: normals tried as the first / second axis (the rest only vote).
         seed: the candidate draw (the result is deterministic for a seed).
+        workers: threads of the normals' neighbour search (the registration passes
+            :func:`pcreg.engine.threads.current_threads`).
 
     Returns:
         :class:`ManhattanFrame`; its ``rotation`` is a proper rotation (det +1).
     """
-    pts, normals = _normals(points, voxel)
+    pts, normals = _normals(points, voxel, workers)
     if len(normals) < 10:
         raise ValueError(f"too few points for a Manhattan frame: {len(normals)} voxels")
     rng = np.random.default_rng(seed)

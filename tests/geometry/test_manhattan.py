@@ -75,7 +75,9 @@ def test_canonicalized_pair_is_a_small_rotation_apart_and_keeps_the_ground_truth
     assert _to_cube_deg(estimate_manhattan_frame(ref_c).rotation) < 2.0
 
 
-def _open3d_frame_normals(points: np.ndarray, voxel: float) -> tuple[np.ndarray, np.ndarray]:
+def _open3d_frame_normals(
+    points: np.ndarray, voxel: float, workers: int = 1
+) -> tuple[np.ndarray, np.ndarray]:
     """The frame's voxels and normals as Open3D computed them before pcreg.geometry.clouds:
     the reference of :func:`pcreg.geometry.manhattan._normals`."""
     o3d = pytest.importorskip("open3d")
