@@ -166,13 +166,22 @@ def test_kdtree_answers_as_ckdtree(rng):
     assert np.isinf(d[0, 1]) and i[0, 1] == 2
 
 
-def test_the_nearest_neighbour_search_runs_on_the_threads_asked(rng):
+def test_the_nearest_neighbour_search_runs_on_the_threads_asked(rng, monkeypatch):
     from threadpoolctl import ThreadpoolController
 
+    from pcreg.geometry import clouds
     from pcreg.geometry.clouds import _openmp_threads
 
     tree = KdTree(rng.uniform(0, 1, (100, 3)))
-    tree.query(rng.uniform(0, 1, (10, 3)))  # loads pykdtree
+    asked = []
+
+    def spy(threads):
+        asked.append(threads)
+        return _openmp_threads(threads)
+
+    monkeypatch.setattr(clouds, "_openmp_threads", spy)
+    tree.query(rng.uniform(0, 1, (10, 3)), workers=3)  # loads pykdtree
+    assert asked == [3]
 
     def pykdtree_threads() -> list[int]:
         info = ThreadpoolController().info()
