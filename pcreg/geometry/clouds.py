@@ -179,19 +179,28 @@ class KdTree:
                 dist, idx = self._nearest.query(points, k=1, distance_upper_bound=bound)
             return dist, idx.astype(np.int64)
         else:
-            if self._knn is None:
-                import small_gicp
-
-                self._knn = small_gicp.KdTree(self.data, 1)
-            idx, sq = self._knn.batch_knn_search(points, min(k, n), workers)
-            idx = idx.astype(np.int64)
-            far = ~(sq < distance_upper_bound * distance_upper_bound)  # also the unfound
+            idx, sq = self._k_nearest(points, k, distance_upper_bound, workers)
             dist = np.sqrt(sq)
-            dist[far], idx[far] = np.inf, n
             if k > n:  # cKDTree pads the columns a smaller tree cannot fill
                 dist = np.pad(dist, ((0, 0), (0, k - n)), constant_values=np.inf)
                 idx = np.pad(idx, ((0, 0), (0, k - n)), constant_values=n)
         return (dist[:, 0], idx[:, 0]) if k == 1 else (dist, idx)
+
+    def _k_nearest(
+        self, points: np.ndarray, k: int, bound: float, workers: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """small_gicp's ``min(k, N)`` nearest of each of ``points (Q, 3)`` (float64,
+        contiguous), cut at ``bound``: int64 indices (``N`` beyond it) and squared distances
+        (``inf`` beyond it), ``(Q, min(k, N))`` each."""
+        if self._knn is None:
+            import small_gicp
+
+            self._knn = small_gicp.KdTree(self.data, 1)
+        idx, sq = self._knn.batch_knn_search(points, min(k, len(self.data)), workers)
+        idx = idx.astype(np.int64)
+        far = ~(sq < bound * bound)  # also the unfound
+        sq[far], idx[far] = np.inf, len(self.data)
+        return idx, sq
 
 
 #: threadpoolctl's handle on pykdtree's OpenMP runtime (found on the first query)
@@ -246,9 +255,7 @@ def estimate_normals(
     if n == 0:
         return np.zeros((0, 3))
     tree = tree if tree is not None else KdTree(points)
-    k = min(max_nn, n)
-    _, idx = tree.query(points, k=k, distance_upper_bound=radius, workers=workers)
-    idx = idx.reshape(n, k)
+    idx, _ = tree._k_nearest(points, max_nn, radius, max(1, int(workers)))
     valid = idx < n  # a missing neighbour has index n
     count = valid.sum(axis=1).astype(np.float64)
     padded = np.zeros((n + 1, 3))
