@@ -433,7 +433,9 @@ def symmetry_probe(
     truth, 0.77-0.90 at wrong poses (on Open3D's clouds). The stride depends on the clouds'
     order: on :func:`pcreg.geometry.clouds.downsample_with_normals`' (cell order) the margin at
     the truth of the real pairs is 0.41 and 0.34 (3DMatch 0<-6, 0<-5; 0.43 and 0.38 in Open3D's
-    order) and 0.33 and 0.23 (KITTI 95<-94, 199<-198; 0.21 and 0.25)."""
+    order) and 0.33 and 0.23 (KITTI 95<-94, 199<-198; 0.21 and 0.25). 12 and 14 ms on the
+    3DMatch demo and KITTI 95<-94 pairs (pykdtree's tree; 18 and 21 ms with scipy's), one
+    thread of the 2-core VM."""
     from pcreg.geometry.clouds import KdTree
     from pcreg.registration.verify import _rotation_about
 

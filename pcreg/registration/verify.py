@@ -200,8 +200,8 @@ def verify(
     :func:`pcreg.geometry.clouds.voxel_downsample` makes them; ICP's clouds, reused).
     Deterministic; the 13 placements are counted in one k-d tree query
     (:class:`pcreg.geometry.clouds.KdTree`) on :func:`pcreg.engine.threads.current_threads`:
-    0.010 s on the 3DMatch demo pair and 0.034 s on the KITTI pair 94/95, voxelising
-    included (0.016 and 0.044 s with Open3D's voxels and scipy's tree), one thread of the
+    0.010 s on the 3DMatch demo pair and 0.029 s on the KITTI pair 94/95, voxelising
+    included (0.016 and 0.040 s with Open3D's voxels and scipy's tree), one thread of the
     2-core VM. Above :data:`MAX_QUERY_POINTS` the source is an even stride through its voxels,
     which come in cell order (Open3D's came in its hash map's order, which followed the
     input's order and its platform's hash table): at the ground truth of the KITTI pairs
