@@ -45,7 +45,7 @@ from pcreg.models.geotransformer import GeoTransformer
 from pcreg.models.geotransformer.optimal_transport import log_sinkhorn, scaling_sinkhorn
 from pcreg.ops.pyramid import Pyramid
 
-__all__ = ["GRAPHS", "OPSET", "export_graphs"]
+__all__ = ["GRAPHS", "OPSET", "export_graphs", "optimise_graphs"]
 
 logger = logging.getLogger(__name__)
 
@@ -281,3 +281,24 @@ def state_digest(model: GeoTransformer) -> str:
         digest.update(key.encode())
         digest.update(value.detach().float().cpu().numpy().tobytes())
     return digest.hexdigest()
+
+
+def optimise_graphs(folder: str | os.PathLike[str], graphs: dict[str, str]) -> dict[str, str]:
+    """Replace each graph of ``folder`` by ONNX Runtime's extended optimisation of it (fused
+    matrix products, folded constants; the basic and extended levels are portable between
+    machines, the layout level is not), so that sessions open without optimising:
+    :class:`~pcreg.registration.onnx_network.OnnxRegistrar`. Returns the new file names."""
+    import onnxruntime as ort
+
+    folder = Path(folder)
+    out = {}
+    for name, file in graphs.items():
+        target = f"{name}.opt.onnx"
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+        options.optimized_model_filepath = str(folder / target)
+        options.log_severity_level = 3
+        ort.InferenceSession(str(folder / file), options, providers=["CPUExecutionProvider"])
+        (folder / file).unlink()
+        out[name] = target
+    return out

@@ -47,7 +47,7 @@ logger = logging.getLogger(__name__)
 #: the runtimes ``PCREG_RUNTIME`` may name
 RUNTIMES = ("auto", "onnx", "torch")
 #: version of ``manifest.json``'s layout; an export of another version is rebuilt
-MANIFEST_FORMAT = 1
+MANIFEST_FORMAT = 2
 #: largest entry-wise difference of the 4x4 transforms allowed between the export and the
 #: torch network on the check pair (rotation entries and metres)
 EXPORT_TOLERANCE = 1e-4
@@ -101,6 +101,10 @@ def _read_manifest(folder: Path, sha: str) -> dict | None:
         return None
     if manifest.get("format") != MANIFEST_FORMAT or manifest.get("weights_sha256") != sha:
         return None
+    import onnxruntime
+
+    if manifest.get("onnxruntime") != onnxruntime.__version__:  # optimised by another version
+        return None
     if not all((folder / f).is_file() for f in manifest.get("graphs", {}).values()):
         return None
     return manifest
@@ -146,14 +150,15 @@ def _export(model: str, folder: Path, sha: str) -> dict:
     import dataclasses
 
     from pcreg.registration.loading import load_network
-    from pcreg.registration.onnx_export import OPSET, export_graphs
+    from pcreg.registration.onnx_export import OPSET, export_graphs, optimise_graphs
 
     logger.info("exporting the %r network to ONNX (once, into %s)", model, folder)
     loaded = load_network(model)
     folder.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
     try:
-        graphs = export_graphs(loaded.network.model, tmp)
+        graphs = optimise_graphs(tmp, export_graphs(loaded.network.model, tmp))
+        import onnxruntime
         import torch
 
         manifest = {
@@ -167,6 +172,7 @@ def _export(model: str, folder: Path, sha: str) -> dict:
             "graphs": graphs,
             "opset": OPSET,
             "torch": torch.__version__,
+            "onnxruntime": onnxruntime.__version__,
         }
         manifest["check"] = _check(loaded, tmp, manifest)
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
