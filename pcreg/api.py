@@ -97,7 +97,7 @@ def _network(model: str, device: str):
 
 @functools.lru_cache(maxsize=4)
 def _cached_network(key: tuple, model: str, device: str):
-    from pcreg.registration.loaded import load_for_registration
+    from pcreg.registration.networks import load_for_registration
 
     return load_for_registration(model, device)
 

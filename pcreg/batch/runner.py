@@ -153,7 +153,7 @@ def _worker_pipeline(options: BatchOptions, networks: dict[str, Any]) -> Registr
                     net = Registrar.from_state(blob["config"], state)
                 cache[model] = LoadedNetwork(net, search, model, blob["setting"])
             else:
-                from pcreg.registration.loaded import load_for_registration
+                from pcreg.registration.networks import load_for_registration
 
                 cache[model] = load_for_registration(model, device)
         return cache[model]

@@ -10,13 +10,13 @@ condition the variants take turns as in :mod:`pcreg.bench.pipeline`.
 
 Variants:
 - in-process (the model loaded, the clouds read from their files in each call):
-  ``pcreg.register(src, ref)`` with its defaults; the same with ``PCREG_THREADS=0`` (torch's
-  own thread count whatever the load: the behaviour before
-  :func:`~pcreg.engine.threads.fitted_threads`); KISS-Matcher (``pip install kiss-matcher``,
+  ``pcreg.register(src, ref)`` with its defaults (the shipped networks on ONNX Runtime); the
+  same with ``PCREG_RUNTIME=torch`` (the networks on torch, as before the ONNX Runtime path);
+  KISS-Matcher (``pip install kiss-matcher``,
   its default configuration at the setting's voxel, 5 cm indoors and 0.3 m outdoors) on the
   clouds read by pcreg's readers.
 - whole process: ``pcreg register SRC REF --json`` from the shell, the same with
-  ``PCREG_THREADS=0``, the same answered by a running ``pcreg serve`` (started once for the
+  ``PCREG_RUNTIME=torch``, the same answered by a running ``pcreg serve`` (started once for the
   whole benchmark, both models loaded), and a Python script that reads the files with numpy
   and runs KISS-Matcher (what a user of KISS-Matcher runs); peak resident memory of each
   process (for the served variant, the larger of the client's and the server's).
@@ -139,7 +139,7 @@ def _serve(pair: dict, variant: str) -> None:
 
 _IN_PROCESS = {  # label -> (worker variant, extra environment)
     "pcreg (in-process)": ("pcreg", {}),
-    "pcreg, torch's threads (in-process)": ("pcreg", {"PCREG_THREADS": "0"}),
+    "pcreg on torch (in-process)": ("pcreg", {"PCREG_RUNTIME": "torch"}),
     "KISS-Matcher (in-process)": ("kiss-matcher", {}),
 }
 
@@ -181,7 +181,7 @@ def _whole_commands(
     alone = {"PCREG_NO_SERVER": "1"}
     out = {
         "pcreg register (whole process)": (pcreg, alone),
-        "pcreg register, torch's threads (whole process)": (pcreg, {**alone, "PCREG_THREADS": "0"}),
+        "pcreg register on torch (whole process)": (pcreg, {**alone, "PCREG_RUNTIME": "torch"}),
     }
     if socket is not None:
         out["pcreg register, `pcreg serve` running (whole process)"] = (
@@ -337,10 +337,10 @@ def format_busy_table(results: dict, command: str) -> str:
         "single-threaded processes beside the measurement, started and stopped by the "
         "benchmark (on 2 cores fair sharing alone costs 1.5x); the conditions alternate round "
         "by round and the variants take turns within each. In-process: `pcreg.register(src, "
-        "ref)` with its defaults (the model loaded; the files read in each call). Whole process:"
-        ' `pcreg register SRC REF --json` from the shell. "torch\'s threads": the same with '
-        "`PCREG_THREADS=0`, torch's own thread count whatever the load (the behaviour before "
-        'the thread count was fitted to the free cores). "`pcreg serve` running": the same '
+        "ref)` with its defaults (the model loaded; the files read in each call; the shipped "
+        "networks on ONNX Runtime, no torch). Whole process: `pcreg register SRC REF --json` "
+        'from the shell. "on torch": the same with `PCREG_RUNTIME=torch`, the networks on torch '
+        'as before the ONNX Runtime path. "`pcreg serve` running": the same '
         "command answered by a server started once for the benchmark (`pcreg serve`, both "
         "models loaded, serving every pair in turn); its peak memory is the server's so far. "
         "KISS-Matcher: its default configuration at 5 cm (3DMatch) / 0.3 m (KITTI); whole "

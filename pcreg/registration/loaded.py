@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from pcreg.registration.network import Registrar
     from pcreg.registration.onnx_network import OnnxRegistrar
 
-__all__ = ["LoadedNetwork", "load_for_registration"]
+__all__ = ["LoadedNetwork"]
 
 
 @dataclass
@@ -29,19 +29,3 @@ class LoadedNetwork:
     search: SearchConfig
     name: str
     setting: str | None = None
-
-
-def load_for_registration(model: str, device: str = "cpu") -> LoadedNetwork:
-    """The network a registration runs for ``model`` on ``device``: a shipped network on the
-    CPU runs on ONNX Runtime without torch (:func:`~pcreg.registration.onnx_loading.
-    load_onnx_network`), anything else, or where that is unavailable, on torch
-    (:func:`~pcreg.registration.loading.load_network`)."""
-    if device == "cpu":
-        from pcreg.registration.onnx_loading import load_onnx_network
-
-        loaded = load_onnx_network(model)
-        if loaded is not None:
-            return loaded
-    from pcreg.registration.loading import load_network
-
-    return load_network(model, device)

@@ -147,8 +147,8 @@ class OnnxRegistrar:
                 raise NonFiniteError(f"{name} of pair 0", "has NaN/Inf coordinates")
         cfg = self.config
         return (
-            voxelise_and_build(np.asarray(src, np.float32), cfg),
-            voxelise_and_build(np.asarray(ref, np.float32), cfg),
+            voxelise_and_build(np.asarray(src, np.float32), cfg, nearest_upsampling=True),
+            voxelise_and_build(np.asarray(ref, np.float32), cfg, nearest_upsampling=True),
         )
 
     def _encode_pair(self, src: np.ndarray, ref: np.ndarray) -> tuple[_Encoded, _Encoded]:

@@ -474,7 +474,8 @@ class Registration:
             net = (result.src_corr_points, result.ref_corr_points, result.corr_scores)
         down = None  # ICP's voxelised clouds, which the verification reuses at its voxel
         if self.icp:
-            from pcreg.baselines.icp import downsample_with_normals, icp_refine
+            from pcreg.baselines.icp import icp_refine
+            from pcreg.geometry.clouds import downsample_with_normals
 
             t0 = time.perf_counter()
             src_down = downsample_with_normals(src, plan.voxel)
@@ -497,7 +498,7 @@ class Registration:
         check = verify(*(down or (src, ref)), result.transform, plan.setting.voxel_size, agrees,
                        voxelised=down is not None)  # fmt: skip
         if check.inliers:  # the margin to the best different pose
-            from pcreg.baselines.icp import downsample_with_normals
+            from pcreg.geometry.clouds import downsample_with_normals
 
             if down is None:
                 src_down = downsample_with_normals(src, plan.setting.voxel_size)
@@ -530,14 +531,14 @@ class Registration:
 
 class _NetworkCache:
     """The default loader, each network read once per pipeline (a pipeline registers many
-    pairs with the same weights): :func:`~pcreg.registration.loaded.load_for_registration`
+    pairs with the same weights): :func:`~pcreg.registration.networks.load_for_registration`
     (ONNX Runtime for a shipped network on the CPU, else torch)."""
 
     def __init__(self) -> None:
         self._loaded: dict[tuple[str, str], LoadedNetwork] = {}
 
     def __call__(self, model: str, device: str) -> LoadedNetwork:
-        from pcreg.registration.loaded import load_for_registration
+        from pcreg.registration.networks import load_for_registration
 
         key = (model, device)
         if key not in self._loaded:

@@ -1,4 +1,5 @@
-"""Point-to-node partition in numpy/scipy: the patches around superpoints (GeoTransformer §3.4).
+"""Point-to-node partition in numpy: the patches around superpoints (GeoTransformer §3.4); the
+k-d tree is :class:`pcreg.geometry.clouds.KdTree`.
 
 :func:`point_to_node_partition` is :func:`pcreg.ops.partition.point_to_node_partition` without
 torch: every point joins its nearest node (superpoint), and each node keeps the ``point_limit``
@@ -11,7 +12,8 @@ index (the nearest node of a point, and the order within a patch).
 from __future__ import annotations
 
 import numpy as np
-from scipy.spatial import cKDTree
+
+from pcreg.geometry.clouds import KdTree
 
 __all__ = ["patch_points", "point_to_node_partition"]
 
@@ -57,7 +59,7 @@ def point_to_node_partition(
     # The nearest few nodes from a KD-tree, their squared distances by direct differences, and
     # the nearest of them, the lowest node index on an exact tie (as an argmin would).
     k = min(_CANDIDATES, m)
-    _, cand = cKDTree(nds).query(pts[member], k=k, workers=1)
+    _, cand = KdTree(nds).query(pts[member], k=k)
     cand = cand.reshape(member.size, k)
     sq = np.square(pts[member, None, :] - nds[cand]).sum(axis=-1)  # (P, k)
     dist = sq.min(axis=1)
