@@ -21,6 +21,9 @@ $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q "torch==$(TORCH_VERSION)"
 	$(PIP) install -q -e ".[dev]"
+	@# the shipped networks' ONNX Runtime graphs (into ~/.cache/pcreg), so the first
+	@# `pcreg register` does not export them; without them pcreg exports on first use
+	@$(PY) tools/export_onnx.py || echo "pcreg setup: the ONNX export failed; the first registration will retry it"
 	@touch $(STAMP)
 
 # --force: the demo's own outputs are replaced, so `make demo` runs again after a first run

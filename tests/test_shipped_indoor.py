@@ -25,16 +25,17 @@ def test_orientation_keep_sets_how_many_hypotheses_run(monkeypatch):
     """``orientation_keep=0`` runs all 24 cube hypotheses, the default only the top-ranked
     few, and both register the demo room."""
     from pcreg.registration.network import Registrar
+    from pcreg.registration.onnx_network import OnnxRegistrar
 
     src, ref, gt, _ = synthetic_demo_pair()
     run = []
-    original = Registrar.hypotheses
+    for cls in (Registrar, OnnxRegistrar):  # whichever runtime runs the shipped network
 
-    def counting(self, src_c, ref_c, rotations):
-        run.append(len(rotations))
-        return original(self, src_c, ref_c, rotations)
+        def counting(self, src_c, ref_c, rotations, original=cls.hypotheses):
+            run.append(len(rotations))
+            return original(self, src_c, ref_c, rotations)
 
-    monkeypatch.setattr(Registrar, "hypotheses", counting)
+        monkeypatch.setattr(cls, "hypotheses", counting)
     for keep in (None, 0.0):
         result = pcreg.register(src, ref, model="indoor", orientation_keep=keep)
         assert result.errors(gt, src)["rmse_m"] <= 0.2

@@ -255,7 +255,9 @@ def _network_blob(loaded: LoadedNetwork) -> dict:
     manifest, or the torch network's configuration and weights (numpy)."""
     common = {"search": dataclasses.asdict(loaded.search), "setting": loaded.setting}
     net = loaded.network
-    if not hasattr(net, "model"):  # pcreg.registration.onnx_network.OnnxRegistrar
+    from pcreg.registration.onnx_network import OnnxRegistrar
+
+    if isinstance(net, OnnxRegistrar):
         from pcreg.registration.onnx_loading import export_folder, graph_files
 
         folder, _ = export_folder(loaded.name)

@@ -73,8 +73,11 @@ def usable_cores() -> int:
 
 
 def current_threads() -> int:
-    """The thread count for this process's own parallel work now: torch's (inside
-    :func:`fitted_threads`, the fitted count), 1 where torch is not loaded."""
+    """The thread count for this process's own parallel work now: inside
+    :func:`fitted_threads` the fitted count, else torch's where torch is loaded, else 1."""
+    with _lock:
+        if _users > 0:
+            return _chosen
     torch = sys.modules.get("torch")
     return int(torch.get_num_threads()) if torch is not None else 1
 

@@ -133,7 +133,12 @@ def load_onnx_network(model: str, threads: int = 1) -> LoadedNetwork | None:
             return _unavailable(choice, model, f"export failed ({str(err).splitlines()[0]})")
     from pcreg.registration.onnx_network import OnnxRegistrar
 
-    network = OnnxRegistrar(manifest, graph_files(folder, manifest), threads)
+    def torch_model():
+        from pcreg.registration.loading import load_network
+
+        return load_network(model).network.model
+
+    network = OnnxRegistrar(manifest, graph_files(folder, manifest), threads, torch_model)
     return LoadedNetwork(network, SearchConfig(**manifest["search"]), model, manifest["setting"])
 
 

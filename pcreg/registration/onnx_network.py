@@ -12,10 +12,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 
@@ -28,6 +32,9 @@ from pcreg.runtime.partition import patch_points, point_to_node_partition
 from pcreg.runtime.pyramid import CloudPyramid, voxelise_and_build
 
 __all__ = ["OnnxRegistrar"]
+
+T = TypeVar("T")
+U = TypeVar("U")
 
 # LearnableLogOptimalTransport's constants (pcreg.models.geotransformer.optimal_transport)
 _NEG = np.float32(-1e12)
@@ -55,8 +62,15 @@ class _Sessions(dict):
         super().__init__()
         self.graphs = graphs
         self.threads = threads
+        self._lock = threading.Lock()
 
     def __missing__(self, name: str):
+        with self._lock:  # two lanes may ask for the same graph first
+            if name in self:
+                return dict.__getitem__(self, name)
+            return self._open(name)
+
+    def _open(self, name: str):
         import onnxruntime as ort
 
         options = ort.SessionOptions()
@@ -83,6 +97,7 @@ class OnnxRegistrar:
             ``config`` (the architecture, a dict of :class:`GeoTransformerConfig` fields), ``alpha``
             (the optimal transport's learned dustbin score).
         graphs: graph name -> its file, or its serialised bytes (a Ray worker's copy).
+        torch_model: builds the torch module of the same weights, for :attr:`model`.
         threads: ONNX Runtime intra-op threads (1: the search runs its hypotheses one after
             another, and a busy machine's neighbours keep their cores).
     """
@@ -91,9 +106,15 @@ class OnnxRegistrar:
     backend = "scipy"
 
     def __init__(
-        self, manifest: dict, graphs: dict[str, str | Path | bytes], threads: int = 1
+        self,
+        manifest: dict,
+        graphs: dict[str, str | Path | bytes],
+        threads: int = 1,
+        torch_model: Callable[[], object] | None = None,
     ) -> None:
         self.manifest = manifest
+        self._model = None
+        self._torch_model = torch_model
         fields = {f.name for f in dataclasses.fields(GeoTransformerConfig)}
         self.config = GeoTransformerConfig(**{
             k: tuple(v) if isinstance(v, list) else v
@@ -101,6 +122,17 @@ class OnnxRegistrar:
         })  # fmt: skip
         self.alpha = np.float32(manifest["alpha"])
         self.graphs = _Sessions(graphs, threads)
+
+    @property
+    def model(self):
+        """The torch :class:`~pcreg.models.geotransformer.GeoTransformer` of the same shipped
+        weights, loaded (with torch) on first access: for code that reaches into the network
+        itself; registering never needs it."""
+        if self._model is None:
+            if self._torch_model is None:
+                raise AttributeError("this ONNX Runtime network was built without its torch twin")
+            self._model = self._torch_model()
+        return self._model
 
     # -- the Registrar interface -----------------------------------------------------------
 
@@ -112,10 +144,13 @@ class OnnxRegistrar:
         """The network on each ``(src, ref)`` pair as given (one after another; each
         prediction's ``time_s`` is its own wall time)."""
         out = []
-        for src, ref in pairs:
-            start = time.perf_counter()
-            s, r = self._encode_pair(src, ref)
-            out.append(self._predict(s, r, self._embedding(s), self._embedding(r), start))
+        with _Lanes() as lanes:
+            for src, ref in pairs:
+                start = time.perf_counter()
+                s_pyr, r_pyr = self._pyramids(src, ref, lanes)
+                s, r = lanes.both(partial(self._backbone, s_pyr), partial(self._backbone, r_pyr))
+                s_emb, r_emb = lanes.both(partial(self._embedding, s), partial(self._embedding, r))
+                out.append(self._predict(s, r, s_emb, r_emb, start))
         return out
 
     def hypotheses(
@@ -124,36 +159,41 @@ class OnnxRegistrar:
         """The network on ``(rot @ src, ref)`` for every ``rot`` of ``rotations (H, 3, 3)``;
         each prediction is for the rotated source. The pyramids, the reference's features and
         both embeddings (invariant to a rotation of the source) are computed once, as
-        :meth:`Registrar.hypotheses` does."""
-        src_pyr, ref_pyr = self._pyramids(src, ref)
-        ref_enc = self._backbone(ref_pyr)
-        ref_emb = self._embedding(ref_enc)
-        src_emb = self._run("embedding", points=src_pyr.points[-1][None])[0]
-        preds = []
-        for rot in np.asarray(rotations):
-            start = time.perf_counter()
-            r32 = np.asarray(rot, np.float32)
-            turned = src_pyr._replace(points=[p @ r32.T for p in src_pyr.points])
-            preds.append(self._predict(self._backbone(turned), ref_enc, src_emb, ref_emb, start))
-        return preds
+        :meth:`Registrar.hypotheses` does. With two cores free the two clouds' steps, then
+        the hypotheses, run two at a time (:class:`_Lanes`)."""
+        with _Lanes() as lanes:
+            src_pyr, ref_pyr = self._pyramids(src, ref, lanes)
+            ref_enc, src_emb = lanes.both(
+                lambda: self._backbone(ref_pyr),
+                partial(self._embed, src_pyr.points[-1]),
+            )
+            ref_emb = self._embedding(ref_enc)
+
+            def one(rot: np.ndarray) -> Prediction:
+                start = time.perf_counter()
+                r32 = np.asarray(rot, np.float32)
+                turned = src_pyr._replace(points=[p @ r32.T for p in src_pyr.points])
+                return self._predict(self._backbone(turned), ref_enc, src_emb, ref_emb, start)
+
+            return lanes.map(one, list(np.asarray(rotations)))
 
     # -- the steps -----------------------------------------------------------------------
 
-    def _pyramids(self, src: np.ndarray, ref: np.ndarray) -> tuple[CloudPyramid, CloudPyramid]:
+    def _pyramids(
+        self, src: np.ndarray, ref: np.ndarray, lanes: _Lanes
+    ) -> tuple[CloudPyramid, CloudPyramid]:
         from pcreg.errors import NonFiniteError
 
         for name, pts in (("src", src), ("ref", ref)):
             if not np.isfinite(np.asarray(pts)).all():
                 raise NonFiniteError(f"{name} of pair 0", "has NaN/Inf coordinates")
         cfg = self.config
-        return (
-            voxelise_and_build(np.asarray(src, np.float32), cfg, nearest_upsampling=True),
-            voxelise_and_build(np.asarray(ref, np.float32), cfg, nearest_upsampling=True),
-        )
 
-    def _encode_pair(self, src: np.ndarray, ref: np.ndarray) -> tuple[_Encoded, _Encoded]:
-        src_pyr, ref_pyr = self._pyramids(src, ref)
-        return self._backbone(src_pyr), self._backbone(ref_pyr)
+        def build(points: np.ndarray) -> Callable[[], CloudPyramid]:
+            cloud = np.asarray(points, np.float32)
+            return lambda: voxelise_and_build(cloud, cfg, nearest_upsampling=True)
+
+        return lanes.both(build(src), build(ref))
 
     def _run(self, graph: str, **feed: np.ndarray) -> list[np.ndarray]:
         session = self.graphs[graph]
@@ -184,7 +224,23 @@ class OnnxRegistrar:
         return _Encoded(pyr, coarse, fine)
 
     def _embedding(self, enc: _Encoded) -> np.ndarray:
-        return self._run("embedding", points=enc.pyramid.points[-1][None])[0]
+        return self._embed(enc.pyramid.points[-1])
+
+    def _embed(self, nodes: np.ndarray) -> np.ndarray:
+        """``(1, M, M, hidden)`` geometric structure embedding of superpoints ``(M, 3)``."""
+        return self._run("embedding", points=nodes[None])[0]
+
+    def _transformer(
+        self, src: _Encoded, ref: _Encoded, src_emb: np.ndarray, ref_emb: np.ndarray
+    ) -> list[np.ndarray]:
+        """L2-normalised superpoint features ``(1, M, C)``, ``(1, N, C)``."""
+        return self._run(
+            "transformer",
+            src_feats=src.coarse[None],
+            ref_feats=ref.coarse[None],
+            src_embedding=src_emb,
+            ref_embedding=ref_emb,
+        )
 
     def _predict(
         self,
@@ -195,13 +251,7 @@ class OnnxRegistrar:
         start: float,
     ) -> Prediction:
         cfg = self.config
-        src_c, ref_c = self._run(
-            "transformer",
-            src_feats=src.coarse[None],
-            ref_feats=ref.coarse[None],
-            src_embedding=src_emb,
-            ref_embedding=ref_emb,
-        )
+        src_c, ref_c = self._transformer(src, ref, src_emb, ref_emb)
         k = cfg.num_points_in_patch
         src_fine_pts, ref_fine_pts = src.pyramid.points[1], ref.pyramid.points[1]
         src_valid_n, src_idx, src_kv = point_to_node_partition(
@@ -272,6 +322,38 @@ class OnnxRegistrar:
         (out,) = self._run(graph, padded=padded, log_mu=log_mu.astype(np.float32),
                            log_nu=log_nu.astype(np.float32))  # fmt: skip
         return out - norm[:, None, None]
+
+
+class _Lanes:
+    """Two lanes of work when the registration's fitted thread count
+    (:func:`pcreg.engine.threads.current_threads`) is two or more, else one: ONNX Runtime's
+    sessions, numpy's array loops and the k-d trees release the GIL, so the two clouds'
+    pyramids and backbones, and then the orientation search's hypotheses, overlap on two
+    cores. The sessions themselves stay at one thread (their own pool's threads spin at
+    every operator's barrier, which a busy neighbour turns into waits)."""
+
+    def __init__(self) -> None:
+        from pcreg.engine.threads import current_threads
+
+        self.pool = ThreadPoolExecutor(2) if current_threads() >= 2 else None
+
+    def __enter__(self) -> _Lanes:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=True)
+
+    def both(self, first: Callable[[], T], second: Callable[[], U]) -> tuple[T, U]:
+        if self.pool is None:
+            return first(), second()
+        later = self.pool.submit(second)
+        return first(), later.result()
+
+    def map(self, func: Callable[[T], U], items: list[T]) -> list[U]:
+        if self.pool is None or len(items) < 2:
+            return [func(x) for x in items]
+        return list(self.pool.map(func, items))
 
 
 def _fit(indices: np.ndarray, width: int, shadow: int) -> np.ndarray:

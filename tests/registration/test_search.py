@@ -109,16 +109,16 @@ def test_changing_a_search_setting_reuses_the_loaded_weights(room_pair, monkeypa
     """Two pipelines that differ only in ``orientation_keep`` share one loaded network: the
     loader runs once, and both run on the very same module."""
     import pcreg.api as api
-    from pcreg.registration import loading
+    from pcreg.registration import networks
 
     calls = []
-    real = loading.load_network
+    real = networks.load_for_registration
 
-    def counting(model, device="cpu", neighbor_backend="auto"):
+    def counting(model, device="cpu"):
         calls.append(model)
-        return real(model, device, neighbor_backend)
+        return real(model, device)
 
-    monkeypatch.setattr(loading, "load_network", counting)
+    monkeypatch.setattr(networks, "load_for_registration", counting)
     api._cached_network.cache_clear()
     try:
         src, ref, _ = room_pair
