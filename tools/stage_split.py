@@ -4,9 +4,10 @@ of ``../shared/data``: the shipped networks on ONNX Runtime (the default) and on
 
     python tools/stage_split.py [--runs 5]
 
-Each process registers its pair once (loading), then ``--runs`` times under cProfile; a stage's
-time is the cumulative time of the functions that make it, per registration (cProfile adds
-~10-20 % to Python-heavy stages; compare the two runtimes' rows, not these to wall times).
+Each process registers its pair once (loading), then ``--runs`` times under cProfile, on one
+thread (``PCREG_THREADS=1``: cProfile follows only the main thread); a stage's time is the
+cumulative time of the functions that make it, per registration (cProfile adds ~10-20 % to
+Python-heavy stages; compare the two runtimes' rows, not these to wall times).
 """
 
 from __future__ import annotations
@@ -102,7 +103,10 @@ def main() -> int:
     }
     results = {}
     for runtime in ("onnx", "torch"):
-        env = {**os.environ, "PCREG_RUNTIME": "auto" if runtime == "onnx" else "torch"}
+        # one thread: cProfile sees only the main thread, and the ONNX path's second lane
+        # (pcreg.registration.onnx_network._Lanes) would hide half of its work
+        env = {**os.environ, "PCREG_RUNTIME": "auto" if runtime == "onnx" else "torch",
+               "PCREG_THREADS": "1"}  # fmt: skip
         proc = subprocess.run(
             [sys.executable, "-c", _CHILD, json.dumps(pairs), str(args.runs)],
             capture_output=True, text=True, env=env, check=True,
