@@ -14,6 +14,17 @@ SHARED_DATA = Path(os.environ.get("PCREG_SHARED_DATA", REPO.parent / "shared" / 
 # a `pcreg serve` the developer left running must not answer the tests' commands (their own
 # code may differ); tests/test_serve.py starts its own server on its own socket
 os.environ["PCREG_NO_SERVER"] = "1"
+# the shipped networks' ONNX Runtime exports (pcreg.registration.onnx_loading) go to a cache of
+# this session, made on first use: never the developer's ~/.cache (their code may differ), and
+# a home folder that cannot be written does not matter; subprocesses inherit it
+if "PCREG_CACHE_DIR" not in os.environ:
+    import atexit
+    import shutil
+    import tempfile
+
+    _CACHE = tempfile.mkdtemp(prefix="pcreg-test-cache-")
+    os.environ["PCREG_CACHE_DIR"] = _CACHE
+    atexit.register(shutil.rmtree, _CACHE, True)
 
 
 @pytest.fixture

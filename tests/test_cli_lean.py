@@ -38,12 +38,13 @@ def _register(args: list[str], env: dict[str, str] | None = None) -> tuple[dict,
 
 @pytest.fixture(scope="module")
 def exported():
-    """The shipped networks' graphs in the cache (exported here, with torch, if missing)."""
+    """The shipped networks' graphs in the test session's cache (``PCREG_CACHE_DIR``, set by
+    conftest.py; exported here, with torch, if missing)."""
     from pcreg.registration.onnx_loading import load_onnx_network
 
     for name in ("indoor", "outdoor"):
         if load_onnx_network(name) is None:
-            pytest.fail(f"the {name} network did not export")
+            pytest.fail(f"the {name} network did not export (see the log)")
 
 
 def test_register_on_the_real_indoor_pair_loads_no_heavy_library(exported, shared_data):

@@ -34,8 +34,9 @@ def main(argv: list[str] | None = None) -> int:
             sys.stderr.write(f"export_onnx: error: {model!r} is not a shipped model\n")
             return 2
         folder, _ = loading.export_folder(model)
-        if args.force and folder.exists():
-            shutil.rmtree(folder)
+        if args.force:
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.with_name(folder.name + ".failed.json").unlink(missing_ok=True)
         start = time.perf_counter()
         with_env = loading.runtime_choice()
         if with_env == "torch":

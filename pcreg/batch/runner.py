@@ -125,9 +125,11 @@ def _worker_pipeline(options: BatchOptions, networks: dict[str, Any]) -> Registr
 
     from pcreg.config import SearchConfig
     from pcreg.engine.heap import retain_freed_memory
+    from pcreg.engine.threads import set_thread_ceiling
     from pcreg.registration.loaded import LoadedNetwork
 
     threads = _node_threads()
+    set_thread_ceiling(threads)  # the ONNX Runtime path's ceiling (torch's below, if it loads)
     if "torch" in sys.modules:
         sys.modules["torch"].set_num_threads(threads)
     if options.retain_heap:
@@ -239,11 +241,9 @@ def register_arrays(
 def _read_load_for_the_next_pair() -> None:
     """A worker of more than one thread reads the load for its next pair now, while its
     cluster's own processes are quiet (:func:`pcreg.engine.threads.read_load_ahead`)."""
-    import torch
+    from pcreg.engine.threads import read_load_ahead, thread_ceiling
 
-    if torch.get_num_threads() > 1:
-        from pcreg.engine.threads import read_load_ahead
-
+    if thread_ceiling() > 1:
         read_load_ahead()
 
 

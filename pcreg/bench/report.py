@@ -30,7 +30,8 @@ def median_time(
 
 
 def machine_description() -> str:
-    """One line: CPU model, cores, memory, Python/torch/open3d versions."""
+    """One line: CPU model, cores, memory, Python/torch/open3d/onnxruntime versions, and which
+    runtime runs the shipped networks."""
     cpu = platform.processor() or platform.machine()
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as handle:
@@ -63,6 +64,17 @@ def machine_description() -> str:
         import pykeops
 
         parts.append(f"pykeops {pykeops.__version__}")
+    except ImportError:
+        pass
+    try:
+        import onnxruntime
+
+        from pcreg.registration.onnx_loading import runtime_choice
+
+        parts.append(
+            f"onnxruntime {onnxruntime.__version__} (shipped networks on "
+            f"{'torch' if runtime_choice() == 'torch' else 'ONNX Runtime'})"
+        )
     except ImportError:
         pass
     return "; ".join(parts)

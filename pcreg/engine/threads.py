@@ -41,9 +41,12 @@ from threadpoolctl import threadpool_limits
 __all__ = [
     "busy_elsewhere",
     "current_threads",
+    "fit_late",
     "fitted_threads",
     "read_load_ahead",
+    "set_thread_ceiling",
     "single_threaded_blas",
+    "thread_ceiling",
     "usable_cores",
 ]
 
@@ -70,6 +73,27 @@ def usable_cores() -> int:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         return os.cpu_count() or 1
+
+
+#: the most threads a registration may use where torch is not loaded (None: the usable
+#: cores); a Ray worker sets its share of the node (:func:`set_thread_ceiling`)
+_ceiling: int | None = None
+
+
+def set_thread_ceiling(threads: int | None) -> None:
+    """The most threads this process's registrations use when torch is not loaded (torch's
+    own setting is the ceiling where it is): a batch worker's share of its node."""
+    global _ceiling
+    _ceiling = None if threads is None else max(1, int(threads))
+
+
+def thread_ceiling() -> int:
+    """The ceiling :func:`fitted_threads` fits under: torch's thread count where torch is
+    loaded, else :func:`set_thread_ceiling`'s, else the usable cores."""
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        return int(torch.get_num_threads())
+    return _ceiling if _ceiling is not None else usable_cores()
 
 
 def current_threads() -> int:
@@ -183,6 +207,29 @@ def _o3d_threads(o3d) -> tuple[Callable[[], int], Callable[[int], None]] | None:
     return (get, put) if get is not None and put is not None else None
 
 
+def fit_late() -> None:
+    """Inside :func:`fitted_threads`, fit torch and Open3D if they were imported after it
+    began (a registration that fell back to torch, or to FPFH + RANSAC, part way through);
+    they are restored with the others when the last use ends. Outside it, nothing."""
+    global _saved
+    with _lock:
+        if _users == 0:
+            return
+        torch, before, o3d_api, o3d_before = _saved
+        if torch is None and "torch" in sys.modules:
+            torch = sys.modules["torch"]
+            before = torch.get_num_threads()
+            if _chosen != before:
+                torch.set_num_threads(_chosen)
+        if o3d_api is None and "open3d" in sys.modules:
+            o3d_api = _o3d_threads(sys.modules["open3d"])
+            if o3d_api is not None:
+                o3d_before = o3d_api[0]()
+                if _chosen < o3d_before:
+                    o3d_api[1](_chosen)
+        _saved = (torch, before, o3d_api, o3d_before)
+
+
 @contextlib.contextmanager
 def fitted_threads(load: tuple[str, ...] = ("torch", "open3d")) -> Iterator[int]:
     """Run the body with torch's and Open3D's thread counts fitted to the free cores; yields
@@ -199,7 +246,7 @@ def fitted_threads(load: tuple[str, ...] = ("torch", "open3d")) -> Iterator[int]
         if _users == 0:
             torch, o3d = sys.modules.get("torch"), sys.modules.get("open3d")
             o3d_api = _o3d_threads(o3d) if o3d is not None else None
-            before = torch.get_num_threads() if torch is not None else usable_cores()
+            before = torch.get_num_threads() if torch is not None else thread_ceiling()
             o3d_before = o3d_api[0]() if o3d_api is not None else None
             fixed = os.environ.get("PCREG_THREADS", "").strip()
             _chosen = (int(fixed) or before) if fixed.isdigit() else _choose(before)

@@ -19,6 +19,9 @@ def load_for_registration(model: str, device: str = "cpu") -> LoadedNetwork:
         loaded = load_onnx_network(model)
         if loaded is not None:
             return loaded
+    from pcreg.engine.threads import fit_late
     from pcreg.registration.loading import load_network
 
-    return load_network(model, device)
+    loaded = load_network(model, device)
+    fit_late()  # torch was imported inside the registration's fitted_threads
+    return loaded

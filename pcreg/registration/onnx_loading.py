@@ -17,6 +17,7 @@ failure is an error), ``torch``.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -47,7 +48,7 @@ logger = logging.getLogger(__name__)
 #: the runtimes ``PCREG_RUNTIME`` may name
 RUNTIMES = ("auto", "onnx", "torch")
 #: version of ``manifest.json``'s layout; an export of another version is rebuilt
-MANIFEST_FORMAT = 2
+MANIFEST_FORMAT = 3
 #: largest entry-wise difference of the 4x4 transforms allowed between the export and the
 #: torch network on the check pair (rotation entries and metres)
 EXPORT_TOLERANCE = 1e-4
@@ -70,7 +71,12 @@ def cache_root() -> Path:
     """The folder pcreg keeps derived files in (see the module docstring)."""
     if os.environ.get("PCREG_CACHE_DIR"):
         return Path(os.environ["PCREG_CACHE_DIR"])
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    base = os.environ.get("XDG_CACHE_HOME")
+    if not base:
+        try:
+            base = Path.home() / ".cache"
+        except (KeyError, RuntimeError):  # no HOME and no passwd entry
+            base = Path(tempfile.gettempdir()) / f"pcreg-cache-{os.getuid()}"
     return Path(base) / "pcreg"
 
 
@@ -94,16 +100,49 @@ def graph_files(folder: Path, manifest: dict) -> dict[str, Path]:
     return {name: folder / file for name, file in manifest["graphs"].items()}
 
 
+#: the sources an export is made from (relative to the package): a change to any of them
+#: makes the cached graphs stale
+_EXPORTED_SOURCES = (
+    "models/geotransformer/*.py",
+    "models/backbones/kpconv/*.py",
+    "layers/*.py",
+    "registration/onnx_export.py",
+    "registration/onnx_network.py",
+    "config.py",
+)
+
+
+def code_digest() -> str:
+    """SHA-256 (16 hex digits) of the sources the graphs and their manifest come from
+    (:data:`_EXPORTED_SOURCES`), so that an export made by other code is never used: ~1 ms."""
+    root = Path(__file__).resolve().parents[1]
+    digest = hashlib.sha256()
+    for pattern in _EXPORTED_SOURCES:
+        for path in sorted(root.glob(pattern)):
+            digest.update(str(path.relative_to(root)).encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def _versions() -> dict:
+    """What an export must match to be used: its layout, this code, this onnxruntime."""
+    import onnxruntime
+
+    return {
+        "format": MANIFEST_FORMAT,
+        "code": code_digest(),
+        "onnxruntime": onnxruntime.__version__,
+    }
+
+
 def _read_manifest(folder: Path, sha: str) -> dict | None:
     try:
         manifest = json.loads((folder / "manifest.json").read_text())
     except (OSError, ValueError):
         return None
-    if manifest.get("format") != MANIFEST_FORMAT or manifest.get("weights_sha256") != sha:
+    if manifest.get("weights_sha256") != sha:
         return None
-    import onnxruntime
-
-    if manifest.get("onnxruntime") != onnxruntime.__version__:  # optimised by another version
+    if any(manifest.get(k) != v for k, v in _versions().items()):  # stale: other code/runtime
         return None
     if not all((folder / f).is_file() for f in manifest.get("graphs", {}).values()):
         return None
@@ -127,10 +166,28 @@ def load_onnx_network(model: str, threads: int = 1) -> LoadedNetwork | None:
     folder, sha = export_folder(model)
     manifest = _read_manifest(folder, sha)
     if manifest is None:
+        failed = _failure(folder, sha)
+        if failed is not None:  # not retried on every run: tools/export_onnx.py --force does
+            return _unavailable(choice, model, f"an earlier export failed ({failed}); "
+                                "`python tools/export_onnx.py --force` retries it")  # fmt: skip
         try:
             manifest = _export(model, folder, sha)
-        except (OSError, RuntimeError, ValueError) as err:
-            return _unavailable(choice, model, f"export failed ({str(err).splitlines()[0]})")
+        except Exception as err:
+            why = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+            _record_failure(folder, sha, why)
+            return _unavailable(choice, model, f"export failed ({why})")
+    try:
+        return _open(model, folder, manifest, threads)
+    except Exception as err:
+        shutil.rmtree(folder, ignore_errors=True)
+        return _unavailable(choice, model, f"its export could not be opened ({err})")
+
+
+def _open(model: str, folder: Path, manifest: dict, threads: int) -> LoadedNetwork:
+    """The network of an export, its graphs opened (all but the rarely used log-domain
+    Sinkhorn) so that a corrupt file shows here, not inside a registration."""
+    import dataclasses
+
     from pcreg.registration.onnx_network import OnnxRegistrar
 
     def torch_model():
@@ -139,7 +196,36 @@ def load_onnx_network(model: str, threads: int = 1) -> LoadedNetwork | None:
         return load_network(model).network.model
 
     network = OnnxRegistrar(manifest, graph_files(folder, manifest), threads, torch_model)
-    return LoadedNetwork(network, SearchConfig(**manifest["search"]), model, manifest["setting"])
+    for graph in ("backbone", "embedding", "transformer", "sinkhorn_scaling"):
+        network.graphs[graph]
+    fields = {f.name for f in dataclasses.fields(SearchConfig)}
+    search = SearchConfig(**{k: v for k, v in manifest["search"].items() if k in fields})
+    return LoadedNetwork(network, search, model, manifest["setting"])
+
+
+def _failure_path(folder: Path) -> Path:
+    return folder.with_name(folder.name + ".failed.json")
+
+
+def _failure(folder: Path, sha: str) -> str | None:
+    """Why the last export of these weights with this code and onnxruntime failed, if it did."""
+    try:
+        record = json.loads(_failure_path(folder).read_text())
+    except (OSError, ValueError):
+        return None
+    if record.get("weights_sha256") != sha or any(
+        record.get(k) != v for k, v in _versions().items()
+    ):
+        return None
+    return str(record.get("reason", "unknown"))
+
+
+def _record_failure(folder: Path, sha: str, reason: str) -> None:
+    with contextlib.suppress(OSError):
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        _failure_path(folder).write_text(
+            json.dumps({**_versions(), "weights_sha256": sha, "reason": reason}) + "\n"
+        )
 
 
 def _unavailable(choice: str, model: str, why: str) -> None:
@@ -158,16 +244,16 @@ def _export(model: str, folder: Path, sha: str) -> dict:
     from pcreg.registration.onnx_export import OPSET, export_graphs, optimise_graphs
 
     logger.info("exporting the %r network to ONNX (once, into %s)", model, folder)
-    loaded = load_network(model)
-    folder.parent.mkdir(parents=True, exist_ok=True)
+    folder.parent.mkdir(parents=True, exist_ok=True)  # unwritable: fails before torch loads
+    _remove_leftovers(folder)
     tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
     try:
+        loaded = load_network(model)
         graphs = optimise_graphs(tmp, export_graphs(loaded.network.model, tmp))
-        import onnxruntime
+        tmp.chmod(0o755)  # mkdtemp's 0700 would hide a shared cache from its other users
         import torch
 
         manifest = {
-            "format": MANIFEST_FORMAT,
             "model": model,
             "weights_sha256": sha,
             "config": dataclasses.asdict(loaded.network.config),
@@ -177,18 +263,36 @@ def _export(model: str, folder: Path, sha: str) -> dict:
             "graphs": graphs,
             "opset": OPSET,
             "torch": torch.__version__,
-            "onnxruntime": onnxruntime.__version__,
+            **_versions(),
         }
         manifest["check"] = _check(loaded, tmp, manifest)
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
         try:
             os.replace(tmp, folder)
         except OSError:
-            if _read_manifest(folder, sha) is None:  # not a finished concurrent export
-                raise
+            if _read_manifest(folder, sha) is not None:  # a concurrent export finished first
+                return _read_manifest(folder, sha)
+            # a stale export (other code, another onnxruntime) or a broken one: moved aside
+            # (one rename, so a reader never sees half of either) and replaced
+            aside = Path(tempfile.mkdtemp(prefix=f".{folder.name}.stale.", dir=folder.parent))
+            os.replace(folder, aside / "old")
+            shutil.rmtree(aside, ignore_errors=True)
+            os.replace(tmp, folder)
+        _failure_path(folder).unlink(missing_ok=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return manifest
+
+
+def _remove_leftovers(folder: Path, age_s: float = 3600.0) -> None:
+    """Temporary folders of exports that died over ``age_s`` seconds ago (a live export's is
+    younger)."""
+    import time
+
+    for path in folder.parent.glob(f".{folder.name}.*"):
+        with contextlib.suppress(OSError):
+            if time.time() - path.stat().st_mtime > age_s:
+                shutil.rmtree(path, ignore_errors=True)
 
 
 def _check(loaded: LoadedNetwork, folder: Path, manifest: dict) -> dict:

@@ -23,6 +23,7 @@ from typing import TypeVar
 
 import numpy as np
 
+from pcreg.engine.threads import single_threaded_blas
 from pcreg.models.geotransformer.config import GeoTransformerConfig
 from pcreg.registration.prediction import Prediction
 from pcreg.runtime.frames import local_reference_frames
@@ -103,7 +104,7 @@ class OnnxRegistrar:
     """
 
     device = "cpu"
-    backend = "scipy"
+    backend = "numpy"
 
     def __init__(
         self,
@@ -140,6 +141,7 @@ class OnnxRegistrar:
         """The network on one pair as given: ``src (N, 3)``, ``ref (M, 3)`` in metres."""
         return self.forward([(src, ref)])[0]
 
+    @single_threaded_blas
     def forward(self, pairs: Sequence[tuple[np.ndarray, np.ndarray]]) -> list[Prediction]:
         """The network on each ``(src, ref)`` pair as given (one after another; each
         prediction's ``time_s`` is its own wall time)."""
@@ -153,6 +155,7 @@ class OnnxRegistrar:
                 out.append(self._predict(s, r, s_emb, r_emb, start))
         return out
 
+    @single_threaded_blas
     def hypotheses(
         self, src: np.ndarray, ref: np.ndarray, rotations: np.ndarray
     ) -> list[Prediction]:
@@ -227,7 +230,19 @@ class OnnxRegistrar:
         return self._embed(enc.pyramid.points[-1])
 
     def _embed(self, nodes: np.ndarray) -> np.ndarray:
-        """``(1, M, M, hidden)`` geometric structure embedding of superpoints ``(M, 3)``."""
+        """``(1, M, M, hidden)`` geometric structure embedding of superpoints ``(M, 3)``.
+
+        Raises:
+            InputError: ``angle_k`` superpoints or fewer: the graph was traced with ``angle_k``
+                angle neighbours, which such a cloud does not have (the torch network uses
+                fewer; the pipeline refuses clouds of under 16 superpoints before this)."""
+        if len(nodes) <= self.config.angle_k:
+            from pcreg.errors import InputError
+
+            raise InputError(
+                "cloud", f"has {len(nodes)} superpoints; the network needs more than "
+                f"{self.config.angle_k}"
+            )  # fmt: skip
         return self._run("embedding", points=nodes[None])[0]
 
     def _transformer(

@@ -434,7 +434,12 @@ class Registration:
         )
 
     def _classical(self, plan: _Plan, src: np.ndarray, ref: np.ndarray) -> RegistrationResult:
+        import open3d  # noqa: F401 - loaded first, so that its threads are fitted
+
         from pcreg.baselines import fpfh_ransac
+        from pcreg.engine.threads import fit_late
+
+        fit_late()
 
         res = fpfh_ransac(src, ref, plan.voxel)
         n = len(res.src_corr_points)

@@ -210,3 +210,37 @@ def test_registration_runs_with_the_fitted_count(monkeypatch, room_pair, two_thr
     np.testing.assert_allclose(busy.transform, free.transform, atol=1e-4)
     assert busy.registered and free.registered
     assert busy.errors(gt, src)["rre_deg"] < 2.0
+
+
+_NO_TORCH = """
+import os, sys
+from pcreg.engine import threads
+threads.usable_cores = lambda: 2
+os.cpu_count = lambda: 2
+threads.busy_elsewhere = lambda: 0
+os.environ.pop("PCREG_THREADS", None)
+with threads.fitted_threads(()) as n:  # nothing loaded: the usable cores are the ceiling
+    assert n == 2 == threads.current_threads(), n
+threads.set_thread_ceiling(1)  # a batch worker's share of its node
+with threads.fitted_threads(()) as n:
+    assert n == 1 == threads.current_threads(), n
+threads.set_thread_ceiling(None)
+assert threads.current_threads() == 1  # outside a fitted region, without torch
+threads.busy_elsewhere = lambda: 2  # every core taken
+with threads.fitted_threads(()) as n:
+    assert n == 1
+    import torch  # a registration that falls back to torch part way through
+    torch.set_num_threads(2)
+    threads.fit_late()
+    assert torch.get_num_threads() == 1
+assert torch.get_num_threads() == 2  # restored with the rest
+print("ok", "torch" in sys.modules)
+"""
+
+
+def test_without_torch_the_ceiling_is_the_cores_or_the_workers_share_and_late_torch_is_fitted():
+    """The ONNX Runtime path fits its lanes without torch loaded; torch imported inside the
+    region (a fallback) is fitted too, and restored."""
+    env = {k: v for k, v in os.environ.items() if k != "PCREG_THREADS"}
+    out = subprocess.run([sys.executable, "-c", _NO_TORCH], capture_output=True, text=True, env=env)
+    assert out.stdout.strip() == "ok True", out.stderr[-2000:]

@@ -22,13 +22,14 @@ TOLERANCE = 1e-4  # issue #44: transforms within 1e-4 of the torch path
 
 
 @pytest.fixture(scope="module")
-def cache(tmp_path_factory):
-    """One export cache for the module (the exports take ~10 s each)."""
-    root = tmp_path_factory.mktemp("pcreg-cache")
+def cache():
+    """The test session's export cache (conftest.py sets ``PCREG_CACHE_DIR``; the exports take
+    ~10 s each, so the modules share them)."""
+    from pathlib import Path
+
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("PCREG_CACHE_DIR", str(root))
         mp.delenv("PCREG_RUNTIME", raising=False)
-        yield root
+        yield Path(__import__("os").environ["PCREG_CACHE_DIR"])
 
 
 @pytest.fixture(scope="module")
@@ -114,19 +115,55 @@ def test_export_is_cached_checked_and_rebuilt_for_new_weights(indoor, cache, mon
 
 
 def test_a_failed_export_keeps_the_torch_path(cache, monkeypatch, caplog, tmp_path):
-    """Cheap: the check is replaced by its failure (the next test runs the real one)."""
+    """Cheap: the export is replaced by a failure (the next test runs the real check)."""
     monkeypatch.setenv("PCREG_CACHE_DIR", str(tmp_path))
 
     def fails(*args):
         raise ValueError("the export differs from the torch network by 1.00e+00")
 
-    monkeypatch.setattr(rt_loading, "_check", fails)
+    monkeypatch.setattr("pcreg.registration.onnx_export.export_graphs", fails)
     assert load_onnx_network("indoor") is None
     assert "runs on torch" in caplog.text and "differs from the torch network" in caplog.text
-    assert not list((tmp_path / "onnx").iterdir())  # nothing half-written is left
+    left = list((tmp_path / "onnx").iterdir())
+    assert [p.name.endswith(".failed.json") for p in left] == [True]  # no half-written folder
+    # the failure is remembered: the next process does not pay for the export again
+    monkeypatch.setattr(rt_loading, "_export", lambda *a: pytest.fail("exported again"))
+    caplog.clear()
+    assert load_onnx_network("indoor") is None
+    assert "an earlier export failed" in caplog.text and "--force" in caplog.text
     monkeypatch.setenv("PCREG_RUNTIME", "onnx")
     with pytest.raises(RuntimeError, match="PCREG_RUNTIME=onnx"):
         load_onnx_network("indoor")
+
+
+def test_a_stale_export_is_replaced(monkeypatch, tmp_path):
+    """An export made by another onnxruntime (or other code) is rebuilt and replaces the old
+    folder; it used to fail on the non-empty folder and re-export on every run. The export's
+    steps are stubbed: this is about the folder, the next tests about the graphs."""
+    from pcreg.registration import onnx_export
+
+    monkeypatch.setenv("PCREG_CACHE_DIR", str(tmp_path))
+    folder, sha = rt_loading.export_folder("indoor")
+    folder.mkdir(parents=True)
+    stale = {**rt_loading._versions(), "onnxruntime": "0.0.1", "weights_sha256": sha,
+             "graphs": {"g": "old.onnx"}}  # fmt: skip
+    (folder / "manifest.json").write_text(json.dumps(stale))
+    (folder / "old.onnx").write_bytes(b"old")
+    assert rt_loading._read_manifest(folder, sha) is None
+
+    def export_graphs(model, out):
+        (out / "g.onnx").write_bytes(b"new")
+        return {"g": "g.onnx"}
+
+    monkeypatch.setattr(onnx_export, "export_graphs", export_graphs)
+    monkeypatch.setattr(onnx_export, "optimise_graphs", lambda out, graphs: graphs)
+    monkeypatch.setattr(rt_loading, "_check", lambda *a: {"max_transform_difference": 0.0})
+    monkeypatch.setattr(rt_loading, "_open", lambda model, f, manifest, threads: manifest)
+    manifest = load_onnx_network("indoor")
+    assert manifest is not None and manifest["onnxruntime"] != "0.0.1"
+    assert sorted(p.name for p in folder.iterdir()) == ["g.onnx", "manifest.json"]
+    assert rt_loading._read_manifest(folder, sha) == json.loads(json.dumps(manifest))
+    assert [p.name for p in folder.parent.iterdir()] == [folder.name]  # nothing set aside left
 
 
 @pytest.mark.slow
