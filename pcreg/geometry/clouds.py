@@ -330,6 +330,18 @@ def _eigenvector0(rows: tuple[np.ndarray, ...], value: np.ndarray) -> np.ndarray
     return crosses[at, pick] / np.sqrt(sq[at, pick])[:, None]
 
 
+def _unit_pair(a: np.ndarray, b: np.ndarray, by_a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(a, b) / |(a, b)|`` computed by dividing by the larger entry (``by_a``: ``|a| >= |b|``),
+    as Open3D's closed-form eigenvector does (the same rounding)."""
+    t = b / a
+    pa = 1 / np.sqrt(1 + t * t)
+    pb = t * pa
+    t = a / b
+    qb = 1 / np.sqrt(1 + t * t)
+    qa = t * qb
+    return np.where(by_a, pa, qa), np.where(by_a, pb, qb)
+
+
 def _eigenvector1(rows: tuple[np.ndarray, ...], vec0: np.ndarray, value: np.ndarray) -> np.ndarray:
     """Open3D's ``ComputeEigenvector1``: the eigenvector of ``value`` in the plane orthogonal
     to the eigenvector ``vec0 (N, 3)``."""
@@ -363,24 +375,10 @@ def _eigenvector1(rows: tuple[np.ndarray, ...], vec0: np.ndarray, value: np.ndar
     abs00, abs01, abs11 = np.abs(m00), np.abs(m01), np.abs(m11)
     with np.errstate(divide="ignore", invalid="ignore"):
         # |m00| >= |m11|: normalise (m00, m01) by its larger entry
-        t = m01 / m00
-        p00 = 1 / np.sqrt(1 + t * t)
-        p01 = t * p00
-        t = m00 / m01
-        q01 = 1 / np.sqrt(1 + t * t)
-        q00 = t * q01
-        by00 = abs00 >= abs01
-        c00, c01 = np.where(by00, p00, q00), np.where(by00, p01, q01)
+        c00, c01 = _unit_pair(m00, m01, abs00 >= abs01)
         first = c01[:, None] * u - c00[:, None] * v
         # |m00| < |m11|: normalise (m11, m01)
-        t = m01 / m11
-        p11 = 1 / np.sqrt(1 + t * t)
-        p01 = t * p11
-        t = m11 / m01
-        q01 = 1 / np.sqrt(1 + t * t)
-        q11 = t * q01
-        by11 = abs11 >= abs01
-        c11, c01 = np.where(by11, p11, q11), np.where(by11, p01, q01)
+        c11, c01 = _unit_pair(m11, m01, abs11 >= abs01)
         second = c11[:, None] * u - c01[:, None] * v
     upper = abs00 >= abs11
     out = np.where((upper & (np.maximum(abs00, abs01) > 0))[:, None], first, u)
