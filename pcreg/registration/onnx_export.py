@@ -26,9 +26,7 @@ one block of rows, the angle embedding with ``angle_k`` neighbours (clouds of at
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import io
-import json
 import logging
 import os
 import warnings
@@ -271,16 +269,6 @@ def _pad_pyramid(pyr: Pyramid, limits) -> Pyramid:
         [fit(t, limits[i], n[i]) for i, t in enumerate(pyr.subsampling)],
         [fit(t, limits[i + 1], n[i + 1]) for i, t in enumerate(pyr.upsampling)],
     )
-
-
-def state_digest(model: GeoTransformer) -> str:
-    """SHA-256 of the model's configuration and weights: names the export made from them."""
-    digest = hashlib.sha256()
-    digest.update(json.dumps(repr(model.config)).encode())
-    for key, value in sorted(model.state_dict().items()):
-        digest.update(key.encode())
-        digest.update(value.detach().float().cpu().numpy().tobytes())
-    return digest.hexdigest()
 
 
 def optimise_graphs(folder: str | os.PathLike[str], graphs: dict[str, str]) -> dict[str, str]:

@@ -203,8 +203,15 @@ class OnnxRegistrar:
         return lanes.both(build(src), build(ref))
 
     def _run(self, graph: str, **feed: np.ndarray) -> list[np.ndarray]:
+        """Run ``graph`` on the inputs it takes. Only ``upsampling_0`` may go unused (the FPN
+        decodes down to stage 1, never to 0); any other unused input means the export folded
+        it into a constant, and the graph would answer for the example it was traced on."""
         session = self.graphs[graph]
         want = {i.name for i in session.get_inputs()}
+        unused = set(feed) - want - {"upsampling_0"}
+        if unused:
+            raise RuntimeError(f"the {graph} graph does not take {sorted(unused)}: re-export it "
+                               "(python tools/export_onnx.py --force)")  # fmt: skip
         return session.run(None, {k: v for k, v in feed.items() if k in want})
 
     def _backbone(self, pyr: CloudPyramid) -> _Encoded:
