@@ -27,6 +27,16 @@ if "PCREG_CACHE_DIR" not in os.environ:
     atexit.register(shutil.rmtree, _CACHE, True)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _onnx_exports():
+    """The shipped networks exported into the session's cache before any test runs, so that
+    no test's output holds the one-time export's notice (or pays for it)."""
+    from pcreg.registration.onnx_loading import load_onnx_network
+
+    for name in ("indoor", "outdoor"):
+        load_onnx_network(name)
+
+
 @pytest.fixture
 def gen() -> torch.Generator:
     return torch.Generator().manual_seed(1234)

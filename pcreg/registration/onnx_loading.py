@@ -243,7 +243,9 @@ def _export(model: str, folder: Path, sha: str) -> dict:
     from pcreg.registration.loading import load_network
     from pcreg.registration.onnx_export import OPSET, export_graphs, optimise_graphs
 
-    logger.info("exporting the %r network to ONNX (once, into %s)", model, folder)
+    # one line on stderr: the first registration would otherwise wait ~10 s in silence
+    logger.warning("preparing the %r network for ONNX Runtime: a one-time export into %s "
+                   "(about 10 s)", model, folder)  # fmt: skip
     folder.parent.mkdir(parents=True, exist_ok=True)  # unwritable: fails before torch loads
     _remove_leftovers(folder)
     tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))

@@ -123,6 +123,7 @@ def test_a_failed_export_keeps_the_torch_path(cache, monkeypatch, caplog, tmp_pa
 
     monkeypatch.setattr("pcreg.registration.onnx_export.export_graphs", fails)
     assert load_onnx_network("indoor") is None
+    assert "a one-time export into" in caplog.text  # the first use says why it waits
     assert "runs on torch" in caplog.text and "differs from the torch network" in caplog.text
     left = list((tmp_path / "onnx").iterdir())
     assert [p.name.endswith(".failed.json") for p in left] == [True]  # no half-written folder
