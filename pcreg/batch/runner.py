@@ -346,12 +346,12 @@ class RayRunner:
         names: list[str] = []
         if options.method != "fpfh-ransac":
             names = [options.model] if options.model else self._shipped()
-        from pcreg.registration.pipeline import _NetworkCache
+        from pcreg.registration.networks import load_for_registration
 
         have = dict(loaded or {})
-        load = _NetworkCache()
         self.networks = {
-            name: ray.put(_network_blob(have.get(name) or load(name, "cpu"))) for name in names
+            name: ray.put(_network_blob(have.get(name) or load_for_registration(name)))
+            for name in names
         }
         self._file_task = ray.remote(num_cpus=1, max_retries=1)(register_file)
         self._array_task = ray.remote(num_cpus=1, max_retries=1)(register_arrays)

@@ -47,6 +47,7 @@ from pcreg.registration.checks import (
 )
 from pcreg.registration.cleaning import drop_duplicates, drop_far, drop_isolated
 from pcreg.registration.frames import to_user_frame, working_origin
+from pcreg.registration.networks import NetworkCache, libraries
 from pcreg.registration.resources import (
     SHIPPED_FOOTPRINTS,
     NetworkFootprint,
@@ -101,25 +102,6 @@ _OUTDOOR_NETWORK_VOXEL = 0.1
 NetworkLoader = Callable[[str, str], "LoadedNetwork"]
 
 _voxel_count = voxel_count  # the name tests and benchmarks import
-
-
-def _libraries(method: str, model: str | None, device: str) -> tuple[str, ...]:
-    """The libraries a registration's threads are fitted in (imported first, so that they
-    are set before it runs): Open3D for FPFH + RANSAC alone; torch for a network that runs on
-    it (a checkpoint, a GPU, ``PCREG_RUNTIME=torch``); none for a shipped network on ONNX
-    Runtime, whose sessions run one thread each (:mod:`pcreg.runtime`)."""
-    if method == "fpfh-ransac":
-        return ("open3d",)
-    from pcreg.registration.onnx_loading import runtime_choice
-    from pcreg.registration.shipped import SHIPPED_MODELS
-
-    if (
-        device == "cpu"
-        and runtime_choice() != "torch"
-        and (model is None or model in SHIPPED_MODELS)
-    ):
-        return ()
-    return ("torch",)
 
 
 def choose_model(src: np.ndarray, ref: np.ndarray) -> str:
@@ -224,7 +206,7 @@ class Registration:
         if method != "fpfh-ransac":
             check_device(device)
         self.device = device
-        self.networks = networks or _NetworkCache()
+        self.networks = networks or NetworkCache()
         self.max_memory = None if max_memory is None else parse_size(max_memory, "max_memory")
         self.strict = strict
         from pcreg.registration.scale import UNITS
@@ -328,7 +310,7 @@ class Registration:
         before it (:func:`~pcreg.engine.threads.fitted_threads`)."""
         src, ref = xyz_columns(src, names[0]), xyz_columns(ref, names[1])
         check_counts(src, ref, names)
-        with fitted_threads(_libraries(self.method, self.model, self.device)):
+        with fitted_threads(libraries(self.method, self.model, self.device)):
             return self._register(src, ref, names)
 
     def _register(
@@ -386,7 +368,7 @@ class Registration:
         without orientation search runs all pairs in one padded forward pass (each
         ``timings["register"]`` is then the batch's). Over worker processes:
         :class:`~pcreg.batch.runner.RayRunner` (a floor up)."""
-        with fitted_threads(_libraries(self.method, self.model, self.device)):
+        with fitted_threads(libraries(self.method, self.model, self.device)):
             return self._batch(pairs)
 
     def _batch(self, pairs: Sequence[tuple[np.ndarray, np.ndarray]]) -> list[RegistrationResult]:
@@ -532,23 +514,6 @@ class Registration:
         result.corr_scores = np.asarray(result.corr_scores, np.float64).reshape(-1)
         result.timings["total"] = time.perf_counter() - start
         return result
-
-
-class _NetworkCache:
-    """The default loader, each network read once per pipeline (a pipeline registers many
-    pairs with the same weights): :func:`~pcreg.registration.networks.load_for_registration`
-    (ONNX Runtime for a shipped network on the CPU, else torch)."""
-
-    def __init__(self) -> None:
-        self._loaded: dict[tuple[str, str], LoadedNetwork] = {}
-
-    def __call__(self, model: str, device: str) -> LoadedNetwork:
-        from pcreg.registration.networks import load_for_registration
-
-        key = (model, device)
-        if key not in self._loaded:
-            self._loaded[key] = load_for_registration(model, device)
-        return self._loaded[key]
 
 
 def _user_pose(pose: np.ndarray, scale: float, origins: np.ndarray) -> np.ndarray:
