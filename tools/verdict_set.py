@@ -56,7 +56,7 @@ def _run(case) -> dict:
         _PIPE.exhaustive = True
     head = {"family": case.family, "cls": case.cls, "scene": case.scene, "name": case.name,
             "has_gt": case.gt is not None, "street": case.street,
-            "congruence": case.congruence}  # fmt: skip
+            "congruence": case.congruence, "symmetric": case.symmetric}  # fmt: skip
     t0 = time.perf_counter()
     try:
         result = _PIPE(case.src, case.ref)
@@ -201,7 +201,9 @@ def replay(
         inliers = cands[best]["features"].get("log_inliers", 0.0)
         t = threshold[family(cands[best]["features"])] if isinstance(threshold, dict) else threshold
         ok = scores[best] >= t and inliers >= np.log10(1 + MIN_INLIERS)
-        ok = ok and cands[best]["features"].get("probe_margin", 0.0) < probe
+        fam = family(cands[best]["features"])
+        limit = probe.get(fam, float("inf")) if isinstance(probe, dict) else probe
+        ok = ok and cands[best]["features"].get("probe_margin", 0.0) < limit
         if ok:
             need = max(scores[best] - rival, t * floor)
             for i in seen:
@@ -240,6 +242,31 @@ def _summary(table, by=lambda k: k[0]):
     return out
 
 
+#: the probe margins each family's rule is chosen from (inf: the probe never refuses)
+PROBES = (0.7, 0.8, 0.85, 0.9, 0.95, 1.0, 1.1, float("inf"))
+
+
+def _choose(rows: dict[float, list[int]], args) -> float:
+    """A family's threshold from its replayed rows ``{threshold: [cases, registered, wrong,
+    solvable, right]}``: the lowest reaching ``--precision`` (most recall); else, with
+    ``--recall-floor``, the most precise keeping that recall; else the cost rule (right
+    accepts - ``--cost`` (10) x wrong accepts: "one confident wrong answer costs more than
+    ten honest refusals")."""
+    reach = [t for t, r in rows.items() if r[1] and 1 - r[2] / r[1] >= args.precision]
+    if args.cost is not None:  # the utility rule alone, for every family
+        reach = []
+    floor_ok = args.recall_floor is None or (
+        reach and rows[min(reach)][4] >= args.recall_floor * max(rows[min(reach)][3], 1)
+    )
+    if reach and floor_ok:
+        return min(reach)
+    if args.recall_floor is not None:
+        keep = [t for t, r in rows.items() if r[4] >= args.recall_floor * max(r[3], 1)]
+        return max(keep) if keep else min(rows)
+    cost = 10.0 if args.cost is None else args.cost
+    return max(rows, key=lambda t: (rows[t][4] - cost * rows[t][2], t))
+
+
 def fit(args) -> None:
     from sklearn.model_selection import GroupKFold
 
@@ -250,7 +277,8 @@ def fit(args) -> None:
     print(f"{len(congruent)} mirror cases left out: the mirrored source fits itself under a "
           f"rigid motion (congruence >= {CONGRUENT})")  # fmt: skip
     for r in recs:
-        if r["cls"] == "symmetric":  # a box or a cylinder: a right pose is luck; must refuse
+        if r["cls"] == "symmetric" or r.get("symmetric"):  # a box or a cylinder, any class:
+            # a right pose is luck; must refuse
             for c in r["candidates"]:
                 c["right"] = False
     # cross-family cases pair clouds of two scenes: held out whole (never fitted on)
@@ -271,47 +299,43 @@ def fit(args) -> None:
     def oof_of(r):
         return list(oof[offsets[id(r)] : offsets[id(r)] + len(r["candidates"])])
 
-    # the margin and probe rules are shared; each family gets the lowest threshold at which
-    # its replayed final output reaches the precision target (out of fold)
+    # the margin rule is shared; each family gets its own probe margin and the lowest
+    # threshold at which its replayed final output reaches the precision target (out of fold)
     families = ("rooms", "objects", "streets")
     grid = [float(t) for t in np.arange(0.30, 0.995, 0.01)] + [0.995, 0.998, 0.999]
+    by_family = {fam: [r for r in fit_recs if r["family"] == fam] for fam in families}
     best = None
     for rival in (0.05, 0.1, 0.2, 0.3):
-        for probe in (0.8, 0.9, 1.0, 1.1, float("inf")):
-            thresholds = {}
-            for fam in families:
-                rows = {t: _summary(evaluate(fit_recs, oof_of, t, rival, 0.5, probe)).get(fam)
+        thresholds, probes = {}, {}
+        for fam in families:
+            pick = None
+            for probe in PROBES:
+                rows = {t: _summary(evaluate(by_family[fam], oof_of, t, rival, 0.5, probe)).get(fam)
                         for t in grid}  # fmt: skip
                 rows = {t: r for t, r in rows.items() if r is not None}
                 if not rows:
                     continue
-                reach = [t for t, r in rows.items()
-                         if r[1] and 1 - r[2] / r[1] >= args.precision]  # fmt: skip
-                if args.cost is not None:  # the utility rule alone, for every family
-                    reach = []
-                floor_ok = args.recall_floor is None or (
-                    reach and rows[min(reach)][4] >= args.recall_floor * max(rows[min(reach)][3], 1)
-                )
-                if reach and floor_ok:  # the lowest threshold reaching the target: most recall
-                    thresholds[fam] = min(reach)
-                elif args.recall_floor is not None:  # the most precise keeping that recall
-                    keep = [t for t, r in rows.items() if r[4] >= args.recall_floor * max(r[3], 1)]
-                    thresholds[fam] = max(keep) if keep else min(rows)
-                else:  # "one confident wrong answer costs more than ten honest refusals"
-                    cost = 10.0 if args.cost is None else args.cost
-                    thresholds[fam] = max(rows, key=lambda t: (rows[t][4] - cost * rows[t][2], t))
-            table = _summary(evaluate(fit_recs, oof_of, thresholds, rival, 0.5, probe))
-            worst_prec = min(1 - v[2] / max(v[1], 1) for v in table.values())
-            worst_rec = min(v[4] / max(v[3], 1) for v in table.values())
-            key = (worst_prec >= args.precision, worst_rec, worst_prec)
-            if best is None or key > best[0]:
-                best = (key, thresholds, rival, probe)
-    (ok, rec_, prec), thresholds, rival, probe = best
+                t = _choose(rows, args)
+                r = rows[t]
+                prec = 1 - r[2] / max(r[1], 1)
+                key = (prec >= args.precision, r[4] / max(r[3], 1), prec)
+                if pick is None or key > pick[0]:
+                    pick = (key, t, probe)
+            if pick is not None:
+                thresholds[fam], probes[fam] = pick[1], pick[2]
+        table = _summary(evaluate(fit_recs, oof_of, thresholds, rival, 0.5, probes))
+        worst_prec = min(1 - v[2] / max(v[1], 1) for v in table.values())
+        worst_rec = min(v[4] / max(v[3], 1) for v in table.values())
+        key = (worst_prec >= args.precision, worst_rec, worst_prec)
+        if best is None or key > best[0]:
+            best = (key, dict(thresholds), rival, dict(probes))
+    (ok, rec_, prec), thresholds, rival, probes = best
     floor = 0.5
     threshold = max(thresholds.values())
+    probe = max(probes.values())
     print(
-        f"chosen (out-of-fold, fit scenes): thresholds {thresholds}, rival {rival}, probe "
-        f"{probe}: worst family precision {prec:.4f}, recall {rec_:.4f}"
+        f"chosen (out-of-fold, fit scenes): thresholds {thresholds}, rival {rival}, probes "
+        f"{probes}: worst family precision {prec:.4f}, recall {rec_:.4f}"
         + ("" if ok else f" (the target {args.precision} is not reached)")
     )
     mean, scale, w, b, trees = _fit_lr(x, y)
@@ -319,7 +343,8 @@ def fit(args) -> None:
         f"verdict-set {len(recs)} cases / {len(y)} fit candidates, {time.strftime('%Y-%m-%d')}"
     )
     model = VerdictModel(USED, mean, scale, w, b, float(threshold), rival, floor, version,
-                         trees=trees, probe=probe, thresholds=thresholds)  # fmt: skip
+                         trees=trees, probe=probe, thresholds=thresholds,
+                         probes=probes)  # fmt: skip
     if trees is None:
         for f, wi in zip(USED, w, strict=True):
             print(f"  {f:16s} {wi:+.3f}")
@@ -327,7 +352,7 @@ def fit(args) -> None:
     def test_scores(r):
         return [model.score(c["features"]) for c in r["candidates"]]
 
-    table = evaluate(test_recs, test_scores, thresholds, rival, floor, probe)
+    table = evaluate(test_recs, test_scores, thresholds, rival, floor, probes)
     report = _report(table, len(test_recs))
     print(report)
     (out / "report.md").write_text(report)

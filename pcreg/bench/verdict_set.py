@@ -63,6 +63,9 @@ class VerdictCase:
     #: mirror cases: how well the mirrored source fits the source itself under a rigid motion
     #: (:func:`mirror_congruence`); from :data:`CONGRUENT` on, a rigid answer exists after all
     congruence: float | None = None
+    #: a case of a symmetric object (a box or a cylinder, every class): the data cannot tell
+    #: its symmetric poses apart, so every estimate counts as wrong
+    symmetric: bool = False
 
 
 def split_of(scene: str) -> str:
@@ -178,6 +181,7 @@ def _object_cases(index: int, rng, pairs_per_scene: int) -> Iterator[VerdictCase
     symmetric = index % 5 == 4
     pairs, other = object_pairs(seed, symmetric=symmetric), object_pairs(seed + 10_000)
     for case in _scene_cases("objects", pairs, other, rng, pairs_per_scene):
+        case.symmetric = symmetric
         if symmetric and case.cls == "pair":
             case.cls = "symmetric"
         yield case

@@ -62,6 +62,7 @@ from pcreg.registration.result import OUTDOOR_EXTENT_M, SETTINGS, RegistrationRe
 from pcreg.registration.verdict import (
     Candidate,
     candidate_features,
+    fit_constraint,
     hypothesis_margin,
     judge,
     load_verdict_model,
@@ -496,6 +497,9 @@ class Registration:
             check = replace(
                 check,
                 probe_margin=margin,
+                constraint=fit_constraint(
+                    src_down, ref_down, result.transform, plan.setting.voxel_size
+                ),
                 probe_pose=None if pose is None else _user_pose(pose, scale, origins),
             )
         result.timings["verify"] = time.perf_counter() - t0

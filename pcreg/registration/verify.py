@@ -89,6 +89,9 @@ class Verification:
     probe_margin: float = 0.0
     #: that pose ``(4, 4)``, in the user's frame and units once the result is
     probe_pose: np.ndarray | None = None
+    #: how firmly the fit holds the source in its weakest direction
+    #: (:func:`~pcreg.registration.verdict.fit_constraint`; 0 when not measured)
+    constraint: float = 0.0
 
     @property
     def fitness(self) -> float:

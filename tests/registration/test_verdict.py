@@ -179,3 +179,51 @@ def test_errors_against_a_matrix_that_is_not_a_pose_is_a_clean_input_error():
     with pytest.raises(InputError, match=r"finite \(4, 4\) T_ref_src, got shape \(3, 3\)"):
         result.errors(np.eye(3))
     assert result.errors(np.eye(4))["rre_deg"] == pytest.approx(0.0)
+
+
+def _corner_view(rng, n=20000):
+    """The three faces of the 1.0 x 0.7 x 0.4 m box one corner shows (+x, +y, +z): a partial
+    view whose principal axes are not the box's."""
+    pts = _surface(rng, n, True)
+    half = np.array([0.5, 0.35, 0.2])
+    return pts[(np.abs(pts - half) < 1e-9).any(axis=1)]
+
+
+def test_symmetry_probe_turns_a_partial_box_view_about_its_faces(rng, monkeypatch):
+    """A corner view of a box against the whole box fits as well turned 180 deg about a face
+    normal (the opposite corner). Turned about the view's principal axes only, the probe
+    misses that pose; about its faces' normals it finds it."""
+    from pcreg.geometry.clouds import downsample_with_normals
+
+    box, view = _surface(rng, 40000, True), _corner_view(rng)
+    voxel = 0.02
+    src, ref = downsample_with_normals(view, voxel), downsample_with_normals(box, voxel)
+    centre, diagonal = view.mean(axis=0), float(np.linalg.norm(np.ptp(box, axis=0)))
+    monkeypatch.setattr(V, "PROBE_FACE_AXES", False)
+    without, _ = V.symmetry_probe(src, ref, np.eye(4), voxel, centre, diagonal)
+    monkeypatch.setattr(V, "PROBE_FACE_AXES", True)
+    margin, pose = V.symmetry_probe(src, ref, np.eye(4), voxel, centre, diagonal)
+    assert margin > 0.9 and without < 0.8, (margin, without)
+    deg, _ = V.pose_distance(pose, np.eye(4), centre)
+    assert deg == pytest.approx(180.0, abs=3.0)
+
+
+def test_fit_constraint_is_near_zero_where_the_fit_slides(rng):
+    """Two walls meeting in a vertical corner leave the slide along the corner free; the
+    same walls with a floor and a block on it hold every direction."""
+    from pcreg.geometry.clouds import downsample_with_normals
+
+    n = 15000
+    wall_x = np.c_[np.zeros(n), rng.uniform(0, 2, n), rng.uniform(0, 2, n)]
+    wall_y = np.c_[rng.uniform(0, 2, n), np.zeros(n), rng.uniform(0, 2, n)]
+    floor = np.c_[rng.uniform(0, 2, n), rng.uniform(0, 2, n), np.zeros(n)]
+    block = rng.uniform(0, 0.4, (n, 3))  # a 0.4 m cube's surface, at (1.0, 0.8) on the floor
+    face = rng.integers(3, size=n)
+    block[np.arange(n), face] = np.where(rng.random(n) < 0.5, 0.0, 0.4)
+    block += [1.0, 0.8, 0.0]
+    voxel = 0.04
+    corner = np.vstack([wall_x, wall_y])
+    room = np.vstack([wall_x, wall_y, floor, block])
+    slide = V.fit_constraint(*(downsample_with_normals(corner, voxel),) * 2, np.eye(4), voxel)
+    held = V.fit_constraint(*(downsample_with_normals(room, voxel),) * 2, np.eye(4), voxel)
+    assert slide < 0.005 and held > 0.03, (slide, held)
