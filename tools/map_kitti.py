@@ -19,6 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
+from pcreg.errors import InputError
+
 
 def _errors(poses: np.ndarray, truth: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     rot, trans = [], []
@@ -35,12 +37,16 @@ def main() -> int:
     parser.add_argument("out", type=Path)
     parser.add_argument("--workers", type=int, default=None)
     parser.add_argument("--neighbours", type=int, default=3)
+    parser.add_argument("--force", action="store_true", help="replace what an earlier run "
+                        "wrote into OUT")  # fmt: skip
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     import pcreg
     from pcreg.data.kitti import read_calib_tr
+    from pcreg.mapping.outputs import check_out_dir
     from pcreg.odometry import run_odometry
 
+    check_out_dir(args.out, overwrite=args.force)  # before the chain's registrations
     scans = sorted((args.sequence / "velodyne").glob("*.bin"))
     frames = [int(p.stem) for p in scans]
     cam = np.loadtxt(args.sequence / "poses.txt").reshape(-1, 3, 4)
@@ -56,7 +62,7 @@ def main() -> int:
     start = time.perf_counter()
     graph = pcreg.map(scans, args.out, "outdoor", method="geotransformer", sequence=True,
                       candidates="knn", neighbours=args.neighbours, workers=args.workers,
-                      overwrite=True)  # fmt: skip
+                      overwrite=args.force)  # fmt: skip
     graph_s = time.perf_counter() - start
     out = {"sequence": str(args.sequence), "frames": frames}
     for name, poses, wall in (("chained odometry", chain.poses, chain_s),
@@ -78,4 +84,8 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except InputError as err:  # an existing OUT without --force: one line, exit 2
+        print(f"{Path(sys.argv[0]).name}: {err}", file=sys.stderr)
+        sys.exit(2)

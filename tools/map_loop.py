@@ -24,6 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
+from pcreg.errors import InputError
+
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -32,20 +34,26 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--neighbours", type=int, default=3)
     parser.add_argument("--workers", type=int, default=None)
+    parser.add_argument("--force", action="store_true", help="replace what an earlier run "
+                        "wrote into OUT")  # fmt: skip
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     import pcreg
     from pcreg.bench.turntable_map import placement_errors, turntable_case
+    from pcreg.mapping.outputs import check_out_dir
     from pcreg.odometry import run_odometry
 
-    case = turntable_case(args.root, args.out / "views", args.seed, shuffle=False)
+    check_out_dir(args.out / "map", overwrite=args.force)  # before anything is written
+    case = turntable_case(args.root, args.out / "views", args.seed, shuffle=False,
+                          overwrite=args.force)  # fmt: skip
     clouds = [np.load(f) for f in case.files]
     start = time.perf_counter()
     chain = run_odometry(case.files, model=None, method="auto", workers=args.workers)
     chain_s = time.perf_counter() - start
     start = time.perf_counter()
     graph = pcreg.map(case.files, args.out / "map", sequence=True, candidates="knn",
-                      neighbours=args.neighbours, workers=args.workers, overwrite=True)  # fmt: skip
+                      neighbours=args.neighbours, workers=args.workers,
+                      overwrite=args.force)  # fmt: skip
     graph_s = time.perf_counter() - start
     rows = {}
     for name, poses in (("chained odometry", chain.poses), ("map --sequence", graph.poses)):
@@ -78,4 +86,8 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except InputError as err:  # an existing OUT without --force: one line, exit 2
+        print(f"{Path(sys.argv[0]).name}: {err}", file=sys.stderr)
+        sys.exit(2)

@@ -28,6 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
+from pcreg.errors import InputError
+
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -37,6 +39,8 @@ def main() -> int:
     parser.add_argument("--voxel", type=float, default=0.003, help="metres (pcreg's ICP voxel "
                         "on these scans is 2.7-3.1 mm)")  # fmt: skip
     parser.add_argument("--ordered", action="store_true")
+    parser.add_argument("--force", action="store_true", help="replace what an earlier run "
+                        "wrote into OUT")  # fmt: skip
     args = parser.parse_args()
     import open3d as o3d
 
@@ -44,7 +48,8 @@ def main() -> int:
 
     reg = o3d.pipelines.registration
     o3d.utility.set_verbosity_level(o3d.utility.VerbosityLevel.Error)
-    case = turntable_case(args.root, args.out / "views", args.seed, shuffle=not args.ordered)
+    case = turntable_case(args.root, args.out / "views", args.seed, shuffle=not args.ordered,
+                          overwrite=args.force)  # fmt: skip
     clouds = [np.load(f) for f in case.files]
     v = args.voxel
     start = time.perf_counter()
@@ -113,4 +118,8 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except InputError as err:  # an existing OUT without --force: one line, exit 2
+        print(f"{Path(sys.argv[0]).name}: {err}", file=sys.stderr)
+        sys.exit(2)

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
+from pcreg.errors import InputError
+
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -27,6 +29,8 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--workers", type=int, default=None)
     parser.add_argument("--candidates", default="all")
+    parser.add_argument("--force", action="store_true", help="replace what an earlier run "
+                        "wrote into OUT")  # fmt: skip
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     import pcreg
@@ -36,11 +40,13 @@ def main() -> int:
         placement_errors,
         turntable_case,
     )
+    from pcreg.mapping.outputs import check_out_dir
 
-    case = turntable_case(args.root, args.out / "views", args.seed)
+    check_out_dir(args.out / "map", overwrite=args.force)  # before anything is written
+    case = turntable_case(args.root, args.out / "views", args.seed, overwrite=args.force)
     start = time.perf_counter()
     result = pcreg.map(case.files, args.out / "map", workers=args.workers,
-                       candidates=args.candidates, overwrite=True, progress=True)  # fmt: skip
+                       candidates=args.candidates, overwrite=args.force, progress=True)  # fmt: skip
     wall = time.perf_counter() - start
     clouds = [np.load(f) for f in case.files]
     err = placement_errors(result.poses, case, clouds)
@@ -67,4 +73,8 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except InputError as err:  # an existing OUT without --force: one line, exit 2
+        print(f"{Path(sys.argv[0]).name}: {err}", file=sys.stderr)
+        sys.exit(2)

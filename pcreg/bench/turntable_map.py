@@ -52,12 +52,23 @@ def _random_motion(rng: np.random.Generator, extent: float) -> np.ndarray:
     return motion
 
 
-def turntable_case(root: Path, out: Path, seed: int = 0, shuffle: bool = True) -> TurntableCase:
+def turntable_case(
+    root: Path, out: Path, seed: int = 0, shuffle: bool = True, overwrite: bool = False
+) -> TurntableCase:
     """Write the views of ``root`` (a ``stanford_*_range_scans`` folder) into ``out``, each
     moved by a random rigid motion (rotation uniform on SO(3), translation up to the object's
     diagonal per axis) and in a shuffled order, named ``view_00.npy ...`` (the name says
     nothing of the original). ``shuffle=False`` keeps ``pairs.json``'s order (the dragon's:
-    around the turntable, a loop sequence)."""
+    around the turntable, a loop sequence).
+
+    Raises:
+        OutputExistsError: ``out`` already holds views and ``overwrite`` is False (checked
+            before anything is written).
+    """
+    from pcreg.errors import OutputExistsError
+
+    if not overwrite and Path(out).is_dir() and any(Path(out).glob("view_*.npy")):
+        raise OutputExistsError(out, "already holds views (pass --force to replace them)")
     meta = json.loads((Path(root) / "pairs.json").read_text())
     scans = meta["scans"]
     rng = np.random.default_rng(seed)
