@@ -29,6 +29,7 @@ import contextlib
 import io
 import logging
 import os
+import types
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -68,20 +69,24 @@ def _single_item_group_norm(self: PackedGroupNorm, x: Tensor, lengths: Tensor) -
 
 @contextlib.contextmanager
 def _traceable(model: GeoTransformer) -> Iterator[None]:
-    """Switch the model's parts to their single-item, single-block forms while tracing."""
-    original = PackedGroupNorm.forward
+    """Switch the model's parts to their single-item, single-block forms while tracing. Only
+    this model's own modules change (instance attributes): a registration running the class
+    elsewhere in the process meanwhile (``pcreg serve``'s other models) is untouched."""
     emb = model.transformer.embedding
     row_block = emb.row_block
     attention = [m for m in model.modules() if isinstance(m, MultiHeadAttention)]
     fused = [m.fused for m in attention]
-    PackedGroupNorm.forward = _single_item_group_norm  # type: ignore[method-assign]
+    norms = [m for m in model.modules() if isinstance(m, PackedGroupNorm)]
+    for m in norms:  # an instance's forward shadows the class's
+        m.forward = types.MethodType(_single_item_group_norm, m)  # type: ignore[method-assign]
     emb.row_block = 1 << 30
     for m in attention:  # the math path: the fused kernel's export dropped the bias (measured)
         m.fused = False
     try:
         yield
     finally:
-        PackedGroupNorm.forward = original  # type: ignore[method-assign]
+        for m in norms:
+            del m.forward
         emb.row_block = row_block
         for m, f in zip(attention, fused, strict=True):
             m.fused = f

@@ -209,3 +209,24 @@ def test_loading_an_export_imports_no_torch(indoor, cache):
         env={**__import__("os").environ, "PCREG_CACHE_DIR": str(cache)},
     )  # fmt: skip
     assert out.stdout.strip() == "[]", out.stderr
+
+
+def test_tracing_forms_change_only_the_exported_model(indoor):
+    """While a model is traced its group norms take the single-item form; another model's
+    norms (another network served in the same process) keep the packed form, and afterwards
+    the traced model is back to it too."""
+    import torch
+
+    from pcreg.models.backbones.kpconv.blocks import PackedGroupNorm
+    from pcreg.registration.onnx_export import _traceable
+
+    torch_indoor = indoor[0].model
+    other = PackedGroupNorm(4, 8)
+    mine = next(m for m in torch_indoor.modules() if isinstance(m, PackedGroupNorm))
+    x = torch.randn(10, 8)
+    lengths = torch.tensor([4, 6])  # two items: the packed form normalises each alone
+    packed = other(x, lengths)
+    with _traceable(torch_indoor):
+        torch.testing.assert_close(other(x, lengths), packed)
+        assert mine.forward.__func__.__name__ == "_single_item_group_norm"
+    assert "forward" not in vars(mine) and mine.forward.__func__ is PackedGroupNorm.forward
