@@ -85,14 +85,12 @@ def run(args: argparse.Namespace) -> int:
     from pcreg.data.kitti import read_calib_tr
     from pcreg.errors import InputError, NotRegisteredError
     from pcreg.io import read_points
-    from pcreg.odometry import (
+    from pcreg.odometry import pose_record, run_odometry, scan_list
+    from pcreg.odometry_outputs import (
         CONVENTION,
         CONVENTION_LOOP,
-        pose_record,
         resolve_calib,
-        run_odometry,
         save_trajectory_png,
-        scan_list,
         sidecar_path,
         write_kitti_poses,
     )
