@@ -25,7 +25,13 @@ import logging
 
 import numpy as np
 
-__all__ = ["CUBE_ROTATIONS", "ManhattanFrame", "canonicalize_pair", "estimate_manhattan_frame"]
+__all__ = [
+    "CUBE_ROTATIONS",
+    "ManhattanFrame",
+    "canonicalize_pair",
+    "estimate_manhattan_frame",
+    "manhattan_axes",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -135,7 +141,20 @@ def estimate_manhattan_frame(
     pts, normals = _normals(points, voxel, workers)
     if len(normals) < 10:
         raise ValueError(f"too few points for a Manhattan frame: {len(normals)} voxels")
-    rng = np.random.default_rng(seed)
+    rot = manhattan_axes(normals, inlier_deg, np.random.default_rng(seed), candidates)
+    cos_in = float(np.cos(np.radians(inlier_deg)))
+    support = np.array([np.mean(np.abs(normals @ a) >= cos_in) for a in rot])
+    return ManhattanFrame(rot, support, pts, normals)
+
+
+def manhattan_axes(
+    normals: np.ndarray, inlier_deg: float, rng: np.random.Generator, candidates: int
+) -> np.ndarray:
+    """``(3, 3)`` float64, a proper rotation with the axes as rows: the direction most of the
+    unit ``normals (V, 3)`` lie within ``inlier_deg`` of (sign-free), the most supported
+    direction among the normals roughly orthogonal to it, and their cross product (the
+    estimate of :func:`estimate_manhattan_frame`, which draws ``candidates`` normals from
+    ``rng`` as each axis's candidates). V >= 1."""
     cos_in = float(np.cos(np.radians(inlier_deg)))
     a1, _ = _dominant_direction(normals, cos_in, rng, candidates)
     # the second axis: among the normals roughly orthogonal to the first, projected onto
@@ -150,10 +169,7 @@ def estimate_manhattan_frame(
         a2 = np.cross(a1, np.eye(3)[int(np.argmin(np.abs(a1)))])
     a2 = a2 - (a2 @ a1) * a1
     a2 /= np.linalg.norm(a2)
-    a3 = np.cross(a1, a2)
-    rot = np.stack([a1, a2, a3])
-    support = np.array([np.mean(np.abs(normals @ a) >= cos_in) for a in rot])
-    return ManhattanFrame(rot, support, pts, normals)
+    return np.stack([a1, a2, np.cross(a1, a2)])
 
 
 def canonicalize_pair(

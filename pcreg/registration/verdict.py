@@ -533,29 +533,16 @@ PROBE_FACE_AXES = True
 
 
 def _face_axes(normals: np.ndarray) -> np.ndarray | None:
-    """``(3, 3)``: the most common normal direction of ``normals (V, 3)`` (sign-free, within
-    10 deg), the most common one roughly orthogonal to it, and their cross product (as
-    :func:`pcreg.geometry.manhattan.estimate_manhattan_frame` finds them, 100 candidates);
-    None for fewer than 10 normals."""
-    from pcreg.geometry.manhattan import _dominant_direction
+    """``(3, 3)``: the source's two most common normal directions (sign-free, within 10 deg,
+    the second roughly orthogonal to the first) and their cross product
+    (:func:`pcreg.geometry.manhattan.manhattan_axes`, 100 candidates, seed 0); None for
+    fewer than 10 finite ``normals (V, 3)``."""
+    from pcreg.geometry.manhattan import manhattan_axes
 
     normals = normals[np.isfinite(normals).all(axis=1)]
     if len(normals) < 10:
         return None
-    rng = np.random.default_rng(0)
-    cos_in = float(np.cos(np.radians(10.0)))
-    first, _ = _dominant_direction(normals, cos_in, rng, 100)
-    ortho = normals[np.abs(normals @ first) <= np.sin(np.radians(20.0))]
-    ortho = ortho - np.outer(ortho @ first, first)
-    norms = np.linalg.norm(ortho, axis=1)
-    ortho = ortho[norms > 1e-6] / norms[norms > 1e-6, None]
-    if len(ortho) >= 3:
-        second, _ = _dominant_direction(ortho, cos_in, rng, 100)
-    else:
-        second = np.cross(first, np.eye(3)[int(np.argmin(np.abs(first)))])
-    second = second - (second @ first) * first
-    second /= np.linalg.norm(second)
-    return np.stack([first, second, np.cross(first, second)])
+    return manhattan_axes(normals, 10.0, np.random.default_rng(0), 100)
 
 
 def _point_to_plane(poses, points, tree, ref_pts, ref_normals, max_distance) -> np.ndarray:
