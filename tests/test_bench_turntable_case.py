@@ -22,21 +22,32 @@ def root(tmp_path, rng):
     """A two-view turntable folder in the Stanford layout (``pairs.json`` and ``.npy`` views)."""
     folder = tmp_path / "object"
     folder.mkdir()
+    from scipy.spatial.transform import Rotation
+
     scans = []
     for k in range(2):
         np.save(folder / f"v{k}.npy", rng.normal(size=(50, 3)))
-        scans.append({"file": f"v{k}.npy", "T_world_scan": np.eye(4).tolist()})
+        pose = np.eye(4)  # each view's own pose on the turntable, as the .conf files give it
+        pose[:3, :3] = Rotation.from_euler("z", 36 * k + 10, degrees=True).as_matrix()
+        pose[:3, 3] = [0.1 * k, -0.2, 0.05]
+        scans.append({"file": f"v{k}.npy", "T_world_scan": pose.tolist()})
     (folder / "pairs.json").write_text(json.dumps({"scans": scans}))
     return folder
 
 
-def test_views_are_written_moved_and_truth_undoes_the_motion(root, tmp_path):
+def test_views_are_written_moved_and_truth_puts_them_in_the_world(root, tmp_path):
+    """``truth[k]`` maps the moved view k into the turntable's world frame, where the views
+    lie as their ``T_world_scan`` puts them."""
     case = turntable_case(root, tmp_path / "views", seed=0)
     assert [f.name for f in case.files] == ["view_00.npy", "view_01.npy"]
+    meta = {s["file"]: np.asarray(s["T_world_scan"]) for s in
+            json.loads((root / "pairs.json").read_text())["scans"]}  # fmt: skip
     for file, truth, name in zip(case.files, case.truth, case.names, strict=True):
         moved = np.load(file)
         original = np.load(root / f"{name}.npy")
-        np.testing.assert_allclose(moved @ truth[:3, :3].T + truth[:3, 3], original, atol=1e-9)
+        pose = meta[f"{name}.npy"]
+        world = original @ pose[:3, :3].T + pose[:3, 3]
+        np.testing.assert_allclose(moved @ truth[:3, :3].T + truth[:3, 3], world, atol=1e-9)
         assert np.abs(moved - original).max() > 1e-3  # moved indeed
 
 

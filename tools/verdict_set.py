@@ -7,8 +7,9 @@
 with the search made exhaustive (every reading of the units, every step), labels each candidate
 by the ground truth and appends one JSON line per case to ``OUT_DIR/cases.jsonl`` (resumable:
 cases already there are skipped). ``fit`` fits the logistic model on the scenes of the ``fit``
-split, chooses the threshold and the ambiguity margin on their out-of-fold scores by
-replaying the search as ``auto`` runs it (stopping at the first registered verdict), reports
+split, chooses the rival margin, and per family the score threshold and the symmetry probe's
+margin, on their out-of-fold scores by replaying the search as ``auto`` runs it (stopping at
+the first registered verdict), reports
 precision and recall of that final output per family and class on the held-out scenes, writes
 the table ``OUT_DIR/verdict_set.csv.gz`` and, with ``--write``, ``pcreg/weights/verdict.json``.
 """
@@ -182,14 +183,17 @@ def _scores(x, mean, scale, w, b, trees=None) -> np.ndarray:
 def replay(
     rec: dict,
     scores: list[float],
-    threshold: float,
+    threshold: float | dict[str, float],
     rival: float,
     floor: float,
-    probe: float = float("inf"),
+    probe: float | dict[str, float] = float("inf"),
 ):
     """``auto``'s final output on one case from its candidates' scores: (registered, right,
     any candidate right). Judged after each step, stopping at the first registered verdict,
-    as :func:`pcreg.registration.auto.register_auto` does."""
+    as :func:`pcreg.registration.auto.register_auto` does. ``threshold`` and ``probe``: one
+    value, or one per family (:func:`~pcreg.registration.verdict.family` of the best
+    candidate; a family missing from ``probe`` gets its largest value, as
+    :meth:`~pcreg.registration.verdict.VerdictModel.probe_for` falls back to it)."""
     cands = rec["candidates"]
     any_right = any(c["right"] for c in cands)
     if not cands:
@@ -202,7 +206,9 @@ def replay(
         t = threshold[family(cands[best]["features"])] if isinstance(threshold, dict) else threshold
         ok = scores[best] >= t and inliers >= np.log10(1 + MIN_INLIERS)
         fam = family(cands[best]["features"])
-        limit = probe.get(fam, float("inf")) if isinstance(probe, dict) else probe
+        # a family without its own margin gets the largest (VerdictModel.probe_for's fallback)
+        limit = (probe.get(fam, max(probe.values(), default=float("inf")))
+                 if isinstance(probe, dict) else probe)  # fmt: skip
         ok = ok and cands[best]["features"].get("probe_margin", 0.0) < limit
         if ok:
             need = max(scores[best] - rival, t * floor)

@@ -471,7 +471,9 @@ def symmetry_probe(
     mid = points.mean(axis=0)
     _, _, axes = np.linalg.svd(points - mid, full_matrices=False)
     turns = [(axis, mid) for axis in axes]  # (axis, a point on it), source frame
-    faces = _face_axes(np.asarray(src_down.normals)) if PROBE_FACE_AXES else None
+    normals = np.asarray(src_down.normals)
+    normals = normals[:: max(1, -(-len(normals) // (8 * PROBE_POINTS)))]
+    faces = _face_axes(normals) if PROBE_FACE_AXES and len(normals) else None
     if faces is not None:
         # an object's symmetry axes pass through the object, not through the part of it
         # one view shows: the middle of both views' bounding box, in the source's frame

@@ -196,16 +196,25 @@ def test_symmetry_probe_turns_a_partial_box_view_about_its_faces(rng, monkeypatc
     from pcreg.geometry.clouds import downsample_with_normals
 
     box, view = _surface(rng, 40000, True), _corner_view(rng)
+    # the view in a frame of its own: the estimate ``truth`` takes it back onto the box
+    truth = np.eye(4)
+    truth[:3, :3] = Rotation.from_euler("xyz", [20, -35, 70], degrees=True).as_matrix()
+    truth[:3, 3] = [0.3, -1.2, 2.0]
+    view = (view - truth[:3, 3]) @ truth[:3, :3]
     voxel = 0.02
     src, ref = downsample_with_normals(view, voxel), downsample_with_normals(box, voxel)
     centre, diagonal = view.mean(axis=0), float(np.linalg.norm(np.ptp(box, axis=0)))
     monkeypatch.setattr(V, "PROBE_FACE_AXES", False)
-    without, _ = V.symmetry_probe(src, ref, np.eye(4), voxel, centre, diagonal)
+    without, _ = V.symmetry_probe(src, ref, truth, voxel, centre, diagonal)
     monkeypatch.setattr(V, "PROBE_FACE_AXES", True)
-    margin, pose = V.symmetry_probe(src, ref, np.eye(4), voxel, centre, diagonal)
+    margin, pose = V.symmetry_probe(src, ref, truth, voxel, centre, diagonal)
     assert margin > 0.9 and without < 0.8, (margin, without)
-    deg, _ = V.pose_distance(pose, np.eye(4), centre)
+    deg, _ = V.pose_distance(pose, truth, centre)
     assert deg == pytest.approx(180.0, abs=3.0)
+    # the other pose is the box's own half turn about one of its axes, after the truth
+    turn = pose @ np.linalg.inv(truth)
+    assert np.allclose(np.abs(turn[:3, :3]), np.diag(np.abs(np.diag(turn[:3, :3]))), atol=0.05)
+    assert np.allclose(turn[:3, 3], 0.0, atol=0.02)  # about the box's centre (the origin)
 
 
 def test_fit_constraint_is_near_zero_where_the_fit_slides(rng):
@@ -227,3 +236,27 @@ def test_fit_constraint_is_near_zero_where_the_fit_slides(rng):
     slide = V.fit_constraint(*(downsample_with_normals(corner, voxel),) * 2, np.eye(4), voxel)
     held = V.fit_constraint(*(downsample_with_normals(room, voxel),) * 2, np.eye(4), voxel)
     assert slide < 0.005 and held > 0.03, (slide, held)
+
+
+def test_the_probe_margin_is_per_family_and_round_trips():
+    """An object whose turned self fits 0.9 as well is ambiguous under a 0.85 object margin;
+    a room at 0.9 is not (its family's margin is inf, stored as null)."""
+    model = V.VerdictModel(
+        features=("contrast",), mean=np.zeros(1), scale=np.ones(1), weights=np.array([10.0]),
+        bias=-5.0, threshold=0.9, rival=0.1, rival_floor=0.5, version="test", probe=0.85,
+        probes={"objects": 0.85, "rooms": float("inf")},
+    )  # fmt: skip
+    again = V.VerdictModel.from_dict(json.loads(json.dumps(model.to_dict())))
+    assert again.probes == {"objects": 0.85, "rooms": float("inf")}
+    for fam, features, registered in (("objects", {"object_reading": 1.0}, False),
+                                      ("rooms", {}, True)):  # fmt: skip
+        cand = _cand(np.eye(4), 0.99)
+        cand.features.update(features, probe_margin=0.9)
+        cand.result.verification = Verification(
+            500, 1000, 0.075, 0.99, 0.2, probe_margin=0.9, probe_pose=_turned(180)
+        )
+        assert V.family(cand.features) == fam
+        out = V.judge([cand], again, CENTRE, DIAGONAL)
+        assert out.registered is registered, (fam, out.reason)
+        if not registered:
+            assert out.reason.startswith("ambiguous: a pose 180.0 deg")
