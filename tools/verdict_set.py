@@ -323,8 +323,17 @@ def fit(args) -> None:
                     continue
                 t = _choose(rows, args)
                 r = rows[t]
-                prec = 1 - r[2] / max(r[1], 1)
-                key = (prec >= args.precision, r[4] / max(r[3], 1), prec)
+                prec, rec = 1 - r[2] / max(r[1], 1), r[4] / max(r[3], 1)
+                # the probe margin by the same rule as the threshold: both targets met, the
+                # most recall; else, keeping --recall-floor, the most precise; else the most
+                # recall
+                floor_ok = args.recall_floor is None or rec >= args.recall_floor
+                if prec >= args.precision and floor_ok:
+                    key = (2, rec, prec)
+                elif floor_ok:
+                    key = (1, prec, rec)
+                else:
+                    key = (0, rec, prec)
                 if pick is None or key > pick[0]:
                     pick = (key, t, probe)
             if pick is not None:

@@ -7,16 +7,20 @@ search, several orientation hypotheses. Every finished estimate (refined by ICP 
 against fixed thresholds, each extra try was one more chance for a wrong estimate to pass; here
 the decision is taken over all candidates the search produced so far:
 
-1. each candidate gets a **score**, the probability that it is right, from a logistic model
-   (:class:`VerdictModel`) over unit-free measurements: the distinctiveness of the fit
-   (contrast), the overlap in both directions, the residual, the share of the network's
-   correspondences that agree with it, the margin of its orientation hypothesis over the best
-   *different* one, the sampling density of both clouds under its reading of the units, which
-   path and which reading produced it;
+1. each candidate gets a **score**, the probability that it is right, from a fitted model
+   (:class:`VerdictModel`: logistic, or gradient-boosted trees as shipped) over unit-free
+   measurements: the distinctiveness of the fit (contrast), the overlap in both directions,
+   the residual, the share of the network's correspondences that agree with it, the margin of
+   its orientation hypothesis over the best *different* one, how well the best different pose
+   the symmetry probe finds fits, how firmly the fit holds the source (:func:`fit_constraint`),
+   the sampling density of both clouds under its reading of the units, which path and which
+   reading produced it;
 2. the best-scoring candidate is **registered** when its score reaches the model's threshold
    and no candidate at a **different pose** (more than :data:`DIFFERENT_DEG` or
    :data:`DIFFERENT_DIAGONAL` of the reference's diagonal apart) scores within
-   :attr:`VerdictModel.rival` of it: such a pair is ``ambiguous``, and both poses are reported.
+   :attr:`VerdictModel.rival` of it, and the symmetry probe's different pose does not fit
+   its family's share (:meth:`VerdictModel.probe_for`) as well: such a pair is
+   ``ambiguous``, and both poses are reported.
 
 The model is fitted by ``python tools/verdict_set.py`` on a labelled set of the pipeline's own
 candidates (generated rooms, generated objects, synthetic streets and the KITTI training scans,
@@ -417,7 +421,7 @@ def reading_densities(src: np.ndarray, ref: np.ndarray, plan, scale: float) -> t
     return out[0], out[1]
 
 
-#: the probe's turns of the source about its principal axes (degrees), and its ICP
+#: the probe's turns of the source about its axes (degrees), and its ICP
 PROBE_TURNS = (90.0, 180.0, 270.0)
 PROBE_POINTS = 600
 PROBE_ITERATIONS = 8
@@ -434,21 +438,24 @@ def symmetry_probe(
     (anything with ``points``, ``normals`` and ``has_normals()``), ``transform (4, 4)`` the
     estimate, all in the working frame;
     ``centre``, ``diagonal``: the source's centre and the reference's size there. The source
-    (an even stride of at most :data:`PROBE_POINTS` points) is turned about each of its
-    principal axes by :data:`PROBE_TURNS` before the estimate and refined by point-to-plane
-    ICP (:data:`PROBE_ITERATIONS` steps, correspondences within 2 voxels: Open3D's
-    ``registration_icp`` step, run for the 9 starts at once on one k-d tree); each result
+    (an even stride of at most :data:`PROBE_POINTS` points) is turned by :data:`PROBE_TURNS`
+    about each of its principal axes through its centroid and, with
+    :data:`PROBE_FACE_AXES`, about its two most common normal directions and their cross
+    product (:func:`_face_axes`: a box's faces) through the middle of the bounding box of
+    both views (an object's symmetry axes pass through the object, not through the part of
+    it one view shows), each before the estimate, and refined by point-to-plane ICP
+    (:data:`PROBE_ITERATIONS` steps, correspondences within 2 voxels: Open3D's
+    ``registration_icp`` step, run for the 18 starts at once on one k-d tree); each result
     that is a different pose (:func:`different`) is scored by its fitness (share of the
     source within 1.5 voxels). Returns the best such fitness over the estimate's (0: none
     different; about 1 or more: a symmetric scene where another pose fits as well) and that
-    pose. Measured: the real 3DMatch demo pair 0.43-0.52 at the truth, its source mirrored
-    1.24; generated rooms 0.99-1.22 at the truth (boxes); generated objects 0.53-0.73 at the
-    truth, 0.77-0.90 at wrong poses (on Open3D's clouds). The stride depends on the clouds'
-    order: on :func:`pcreg.geometry.clouds.downsample_with_normals`' (cell order) the margin at
-    the truth of the real pairs is 0.41 and 0.34 (3DMatch 0<-6, 0<-5; 0.43 and 0.38 in Open3D's
-    order) and 0.33 and 0.23 (KITTI 95<-94, 199<-198; 0.21 and 0.25). 12 and 14 ms on the
-    3DMatch demo and KITTI 95<-94 pairs (pykdtree's tree; 18 and 21 ms with scipy's), one
-    thread of the 2-core VM."""
+    pose. Measured at the truth (``python tools/probe_margins.py``, 2026-11-27): the real
+    3DMatch pairs 0<-6 and 0<-5 0.51 and 0.44 (0.40 and 0.39 with the principal axes only),
+    KITTI 95<-94 and 199<-198 0.33 and 0.23 (unchanged); generated rooms 0.99-1.22 with the
+    principal axes only (boxes);
+    on generated symmetric objects (one box or cylinder) the margin at the symmetric pose the
+    search returned rose from 0.37-0.65 to 0.59-1.02 with the face turns. 25-31 ms on the
+    real pairs (12-16 ms with the principal axes only), one thread of the 2-core VM."""
     from pcreg.geometry.clouds import KdTree
     from pcreg.registration.verify import _rotation_about
 
