@@ -1,7 +1,7 @@
 """The symmetry probe and the fit constraint on the real pairs of ``../shared/data``, at the
 default registration's pose (right on these pairs): the probe's margin and time with and
-without its face turns (:data:`pcreg.registration.verdict.PROBE_FACE_AXES`), and
-:func:`pcreg.registration.verdict.fit_constraint`.
+without its face turns (:data:`pcreg.registration.symmetry.PROBE_FACE_AXES`), and
+:func:`pcreg.registration.symmetry.fit_constraint`.
 
     python tools/probe_margins.py [--shared-data ../shared/data] [--runs 5]
 """
@@ -23,6 +23,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
     import pcreg
+    import pcreg.registration.symmetry as symmetry
     import pcreg.registration.verdict as verdict
     from pcreg.bench.real_pairs import real_pairs
     from pcreg.geometry.clouds import downsample_with_normals
@@ -35,16 +36,16 @@ def main() -> None:
         sd, rd = downsample_with_normals(src, voxel), downsample_with_normals(ref, voxel)
         row = [f"{pair.name:15s}", f"registered {result.registered}"]
         for faces in (False, True):
-            verdict.PROBE_FACE_AXES = faces
+            symmetry.PROBE_FACE_AXES = faces
             times = []
             for _ in range(args.runs):
                 start = time.perf_counter()
                 centre, size = src.mean(axis=0), verdict.scene_size(ref)
-                margin, _ = verdict.symmetry_probe(sd, rd, result.transform, voxel, centre, size)
+                margin, _ = symmetry.symmetry_probe(sd, rd, result.transform, voxel, centre, size)
                 times.append(time.perf_counter() - start)
             label = "with face turns" if faces else "principal axes only"
             row.append(f"{label}: margin {margin:.2f}, {1000 * np.median(times):.1f} ms")
-        row.append(f"constraint {verdict.fit_constraint(sd, rd, result.transform, voxel):.3f}")
+        row.append(f"constraint {symmetry.fit_constraint(sd, rd, result.transform, voxel):.3f}")
         print(" | ".join(row))
 
 

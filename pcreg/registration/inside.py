@@ -308,7 +308,7 @@ def find_inside(small: np.ndarray, large: np.ndarray, seed: int = 0) -> InsideSe
     import open3d as o3d
     from scipy.spatial import cKDTree
 
-    from pcreg.registration.verdict import _point_to_plane
+    from pcreg.registration.symmetry import point_to_plane
     from pcreg.registration.verify import verify
 
     timings: dict[str, float] = {}
@@ -350,7 +350,7 @@ def find_inside(small: np.ndarray, large: np.ndarray, seed: int = 0) -> InsideSe
             if all(_different(pose, k, centre, size) for k in keep):
                 keep.append(pose)
         tree = cKDTree(crop_p)
-        refined = _point_to_plane(np.array(keep), small_fp[:: max(1, len(small_fp) // 800)],
+        refined = point_to_plane(np.array(keep), small_fp[:: max(1, len(small_fp) // 800)],
                                   tree, crop_p, np.asarray(crop_f.normals), 2 * fine)  # fmt: skip
         poses += list(refined)
         crops += [(crop_f, tree)] * len(refined)

@@ -59,16 +59,15 @@ from pcreg.registration.resources import (
     parse_size,
 )
 from pcreg.registration.result import OUTDOOR_EXTENT_M, SETTINGS, RegistrationResult, Setting
+from pcreg.registration.symmetry import fit_constraint, symmetry_probe
 from pcreg.registration.verdict import (
     Candidate,
     candidate_features,
-    fit_constraint,
     hypothesis_margin,
     judge,
     load_verdict_model,
     reading_densities,
     scene_size,
-    symmetry_probe,
 )
 from pcreg.registration.verify import agreement, verify
 

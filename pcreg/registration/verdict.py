@@ -12,9 +12,9 @@ the decision is taken over all candidates the search produced so far:
    measurements: the distinctiveness of the fit (contrast), the overlap in both directions,
    the residual, the share of the network's correspondences that agree with it, the margin of
    its orientation hypothesis over the best *different* one, how well the best different pose
-   the symmetry probe finds fits, how firmly the fit holds the source (:func:`fit_constraint`),
-   the sampling density of both clouds under its reading of the units, which path and which
-   reading produced it;
+   the symmetry probe finds fits and how firmly the fit holds the source
+   (:mod:`~pcreg.registration.symmetry`), the sampling density of both clouds under its
+   reading of the units, which path and which reading produced it;
 2. the best-scoring candidate is **registered** when its score reaches the model's threshold
    and no candidate at a **different pose** (more than :data:`DIFFERENT_DEG` or
    :data:`DIFFERENT_DIAGONAL` of the reference's diagonal apart) scores within
@@ -54,14 +54,12 @@ __all__ = [
     "VerdictModel",
     "candidate_features",
     "family",
-    "fit_constraint",
     "hypothesis_margin",
     "judge",
     "load_verdict_model",
     "pose_distance",
     "reading_densities",
     "scene_size",
-    "symmetry_probe",
 ]
 
 #: two poses further apart than this (degrees of rotation, or this share of the reference's
@@ -150,7 +148,7 @@ class VerdictModel:
     kind: str = "auto"
     trees: Trees | None = None
     #: the best candidate is ambiguous when the probe's different pose fits at least this
-    #: share as well as it (:func:`symmetry_probe`; inf: never)
+    #: share as well as it (:func:`~pcreg.registration.symmetry.symmetry_probe`; inf: never)
     probe: float = float("inf")
     #: per family (:func:`family`), the threshold that replaces ``threshold``
     thresholds: dict[str, float] = field(default_factory=dict)
@@ -419,171 +417,3 @@ def reading_densities(src: np.ndarray, ref: np.ndarray, plan, scale: float) -> t
         cloud = cloud[:: max(1, len(cloud) // 50_000)]
         out.append(voxel_count(cloud, voxel) / max(len(cloud), 1))
     return out[0], out[1]
-
-
-#: the probe's turns of the source about its axes (degrees), and its ICP
-PROBE_TURNS = (90.0, 180.0, 270.0)
-PROBE_POINTS = 600
-PROBE_ITERATIONS = 8
-
-
-def symmetry_probe(
-    src_down, ref_down, transform: np.ndarray, voxel: float, centre: np.ndarray, diagonal: float
-) -> tuple[float, np.ndarray | None]:
-    """How well the best *different* pose fits, over the estimate's fit: the margin to a
-    symmetric alternative that the search may never have proposed.
-
-    ``src_down``, ``ref_down``: clouds at ``voxel`` (the reference with normals; the
-    pipeline's ICP clouds): :class:`pcreg.geometry.clouds.Cloud` or Open3D ``PointCloud``
-    (anything with ``points``, ``normals`` and ``has_normals()``), ``transform (4, 4)`` the
-    estimate, all in the working frame;
-    ``centre``, ``diagonal``: the source's centre and the reference's size there. The source
-    (an even stride of at most :data:`PROBE_POINTS` points) is turned by :data:`PROBE_TURNS`
-    about each of its principal axes through its centroid and, with
-    :data:`PROBE_FACE_AXES`, about its two most common normal directions and their cross
-    product (:func:`_face_axes`: a box's faces) through the middle of the bounding box of
-    both views (an object's symmetry axes pass through the object, not through the part of
-    it one view shows), each before the estimate, and refined by point-to-plane ICP
-    (:data:`PROBE_ITERATIONS` steps, correspondences within 2 voxels: Open3D's
-    ``registration_icp`` step, run for the 18 starts at once on one k-d tree); each result
-    that is a different pose (:func:`different`) is scored by its fitness (share of the
-    source within 1.5 voxels). Returns the best such fitness over the estimate's (0: none
-    different; about 1 or more: a symmetric scene where another pose fits as well) and that
-    pose. Measured at the truth (``python tools/probe_margins.py``, 2026-11-27): the real
-    3DMatch pairs 0<-6 and 0<-5 0.51 and 0.44 (0.40 and 0.39 with the principal axes only),
-    KITTI 95<-94 and 199<-198 0.33 and 0.23 (unchanged); generated rooms 0.99-1.22 with the
-    principal axes only (boxes);
-    on generated symmetric objects (one box or cylinder) the margin at the symmetric pose the
-    search returned rose from 0.37-0.65 to 0.59-1.02 with the face turns. 25-31 ms on the
-    real pairs (12-16 ms with the principal axes only), one thread of the 2-core VM."""
-    from pcreg.geometry.clouds import KdTree
-    from pcreg.registration.verify import _rotation_about
-
-    points = np.asarray(src_down.points)
-    if len(points) < 10 or not ref_down.has_normals():
-        return 0.0, None
-    points = points[:: max(1, -(-len(points) // PROBE_POINTS))]
-    ref_pts, ref_normals = np.asarray(ref_down.points), np.asarray(ref_down.normals)
-    tree = KdTree(ref_pts)
-    radius = 1.5 * voxel
-
-    def fitness(poses: np.ndarray) -> np.ndarray:  # (K, 4, 4) -> (K,)
-        moved = points[None] @ poses[:, :3, :3].transpose(0, 2, 1) + poses[:, None, :3, 3]
-        dist, _ = tree.query(moved.reshape(-1, 3), distance_upper_bound=radius)
-        return np.isfinite(dist).reshape(len(poses), -1).mean(axis=1)
-
-    base = float(fitness(transform[None])[0])
-    if base <= 0:
-        return 0.0, None
-    mid = points.mean(axis=0)
-    _, _, axes = np.linalg.svd(points - mid, full_matrices=False)
-    turns = [(axis, mid) for axis in axes]  # (axis, a point on it), source frame
-    normals = np.asarray(src_down.normals)
-    normals = normals[:: max(1, -(-len(normals) // (8 * PROBE_POINTS)))]
-    faces = _face_axes(normals) if PROBE_FACE_AXES and len(normals) else None
-    if faces is not None:
-        # an object's symmetry axes pass through the object, not through the part of it
-        # one view shows: the middle of both views' bounding box, in the source's frame
-        moved = points @ transform[:3, :3].T + transform[:3, 3]
-        both = np.vstack([moved, ref_pts[:: max(1, len(ref_pts) // PROBE_POINTS)]])
-        middle = (both.min(axis=0) + both.max(axis=0)) / 2
-        middle = transform[:3, :3].T @ (middle - transform[:3, 3])
-        turns += [(axis, middle) for axis in faces]
-    starts = []
-    for axis, at in turns:
-        for deg in PROBE_TURNS:
-            turn = np.eye(4)
-            turn[:3, :3] = _rotation_about(np.radians(deg) * axis)
-            turn[:3, 3] = at - turn[:3, :3] @ at
-            starts.append(transform @ turn)
-    poses = _point_to_plane(np.array(starts), points, tree, ref_pts, ref_normals, 2 * voxel)
-    fits = fitness(poses)
-    best, pose = 0.0, None
-    for fit, moved in zip(fits, poses, strict=True):
-        if fit > best and different(moved, transform, centre, diagonal):
-            best, pose = float(fit), moved.copy()
-    return best / base, pose
-
-
-def fit_constraint(src_down, ref_down, transform: np.ndarray, voxel: float) -> float:
-    """How firmly the fit holds the source in every direction: the smallest eigenvalue of
-    ``J^T J / K`` over the ``K`` source points (an even stride of at most
-    :data:`PROBE_POINTS`) within 1.5 ``voxel`` of the reference at ``transform``, with the
-    point-to-plane rows ``J = [((p - c) x n) / L, n]`` (``n`` the reference normal, ``c`` and
-    ``L`` the fitted points' centroid and RMS radius: a turn is weighed by how far it moves
-    them). Unit-free, 0-1 (at most 1/3 for the translation block): near 0, the surfaces
-    that fit leave a direction free (a wall and a floor slide along their corner, a cylinder
-    turns about its axis), so the fit does not locate the source however many points it
-    holds. Clouds as :func:`symmetry_probe` takes them; 0 with fewer than 10 fitted points.
-    Measured on generated room fragments: 0.035-0.08 at the truth, 0.008-0.014 for a part
-    of a scan laid on a wall corner it does not belong to."""
-    from pcreg.geometry.clouds import KdTree
-
-    points = np.asarray(src_down.points)
-    if len(points) < 10 or not ref_down.has_normals():
-        return 0.0
-    points = points[:: max(1, -(-len(points) // PROBE_POINTS))]
-    ref_pts, ref_normals = np.asarray(ref_down.points), np.asarray(ref_down.normals)
-    moved = points @ transform[:3, :3].T + transform[:3, 3]
-    dist, idx = KdTree(ref_pts).query(moved, distance_upper_bound=1.5 * voxel)
-    near = np.isfinite(dist)
-    if near.sum() < 10:
-        return 0.0
-    p, n = moved[near], ref_normals[idx[near]]
-    lever = p - p.mean(axis=0)
-    radius = max(float(np.sqrt((lever**2).sum(axis=1).mean())), 1e-12)
-    jac = np.hstack([np.cross(lever, n) / radius, n])
-    return float(max(np.linalg.eigvalsh(jac.T @ jac / len(p))[0], 0.0))
-
-
-#: also turn the source about the normals of its two most common plane orientations (a box's
-#: faces: a partial view's principal axes are not its symmetry axes)
-PROBE_FACE_AXES = True
-
-
-def _face_axes(normals: np.ndarray) -> np.ndarray | None:
-    """``(3, 3)``: the source's two most common normal directions (sign-free, within 10 deg,
-    the second roughly orthogonal to the first) and their cross product
-    (:func:`pcreg.geometry.manhattan.manhattan_axes`, 100 candidates, seed 0); None for
-    fewer than 10 finite ``normals (V, 3)``."""
-    from pcreg.geometry.manhattan import manhattan_axes
-
-    normals = normals[np.isfinite(normals).all(axis=1)]
-    if len(normals) < 10:
-        return None
-    return manhattan_axes(normals, 10.0, np.random.default_rng(0), 100)
-
-
-def _point_to_plane(poses, points, tree, ref_pts, ref_normals, max_distance) -> np.ndarray:
-    """``poses (K, 4, 4)`` refined by :data:`PROBE_ITERATIONS` Gauss-Newton steps of
-    point-to-plane ICP of ``points (N, 3)`` onto the reference (its k-d ``tree``: a
-    :class:`pcreg.geometry.clouds.KdTree` or scipy ``cKDTree``; points and normals), pairs
-    within ``max_distance``, all K at once."""
-    poses = poses.copy()
-    k, n = len(poses), len(points)
-    eye = np.eye(3)
-    for _ in range(PROBE_ITERATIONS):
-        moved = points[None] @ poses[:, :3, :3].transpose(0, 2, 1) + poses[:, None, :3, 3]
-        dist, idx = tree.query(moved.reshape(-1, 3), distance_upper_bound=max_distance)
-        near = np.isfinite(dist).reshape(k, n, 1)
-        idx = np.where(np.isfinite(dist), idx, 0).reshape(k, n)
-        normal = ref_normals[idx] * near
-        residual = ((moved - ref_pts[idx]) * normal).sum(-1)  # (K, N), 0 where unpaired
-        px, py, pz = moved[..., 0], moved[..., 1], moved[..., 2]
-        nx, ny, nz = normal[..., 0], normal[..., 1], normal[..., 2]
-        jac = np.stack([py * nz - pz * ny, pz * nx - px * nz, px * ny - py * nx, nx, ny, nz], -1)
-        lhs = np.einsum("kni,knj->kij", jac, jac) + 1e-9 * np.eye(6)
-        rhs = -np.einsum("kni,kn->ki", jac, residual)
-        step = np.linalg.solve(lhs, rhs[..., None])[..., 0]  # (K, 6): rotation, translation
-        # Rodrigues: the rotation by each step's rotation vector
-        angle = np.linalg.norm(step[:, :3], axis=1)
-        axis = step[:, :3] / np.maximum(angle, 1e-12)[:, None]
-        cross = np.zeros((k, 3, 3))
-        cross[:, 0, 1], cross[:, 0, 2], cross[:, 1, 2] = -axis[:, 2], axis[:, 1], -axis[:, 0]
-        cross -= cross.transpose(0, 2, 1)
-        sin, cos = np.sin(angle)[:, None, None], np.cos(angle)[:, None, None]
-        update = np.tile(np.eye(4), (k, 1, 1))
-        update[:, :3, :3] = eye + sin * cross + (1 - cos) * (cross @ cross)
-        update[:, :3, 3] = step[:, 3:]
-        poses = update @ poses
-    return poses

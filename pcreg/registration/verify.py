@@ -85,12 +85,12 @@ class Verification:
     #: direction the fit is least sensitive to (near 0 or below: a symmetry or a slide)
     worst_contrast: float = 0.0
     #: the best different pose's fit over this one's
-    #: (:func:`~pcreg.registration.verdict.symmetry_probe`; 0 when not probed)
+    #: (:func:`~pcreg.registration.symmetry.symmetry_probe`; 0 when not probed)
     probe_margin: float = 0.0
     #: that pose ``(4, 4)``, in the user's frame and units once the result is
     probe_pose: np.ndarray | None = None
     #: how firmly the fit holds the source in its weakest direction
-    #: (:func:`~pcreg.registration.verdict.fit_constraint`; 0 when not measured)
+    #: (:func:`~pcreg.registration.symmetry.fit_constraint`; 0 when not measured)
     constraint: float = 0.0
 
     @property

@@ -27,7 +27,7 @@ from pcreg.geometry.clouds import downsample_with_normals
 from pcreg.geometry.cube_ranking import cube_hypothesis_scores
 from pcreg.geometry.manhattan import estimate_manhattan_frame
 from pcreg.registration.information import pose_uncertainty
-from pcreg.registration.verdict import symmetry_probe
+from pcreg.registration.symmetry import symmetry_probe
 from pcreg.registration.verify import verify
 
 rng = np.random.default_rng(0)
