@@ -1,0 +1,138 @@
+"""The object-in-scene measurements read from the scene's side (:mod:`pcreg.registration.
+inside_verdict`): a box standing on a floor, seen from one side, and a whole-box template."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from scipy.spatial import cKDTree
+
+from pcreg.registration.inside_verdict import (
+    MAX_THROUGH,
+    MIN_OBJECT_SHARE,
+    MIN_VISIBLE_FIT,
+    InsideSearch,
+    inside_rule,
+    object_share,
+    visible_fit,
+)
+
+STEP = 0.005  # metres between samples
+HALF = np.array([0.10, 0.075, 0.05])  # the box's half extents; it stands on z = 0
+
+
+def _face(axis: int, sign: float) -> tuple[np.ndarray, np.ndarray]:
+    """One face of the box: ``(points (N, 3), outward normals (N, 3))``."""
+    u, v = [a for a in range(3) if a != axis]
+    gu = np.arange(-HALF[u], HALF[u] + 1e-9, STEP)
+    gv = np.arange(-HALF[v], HALF[v] + 1e-9, STEP)
+    mu, mv = np.meshgrid(gu, gv)
+    pts = np.zeros((mu.size, 3))
+    pts[:, u], pts[:, v], pts[:, axis] = mu.ravel(), mv.ravel(), sign * HALF[axis]
+    pts[:, 2] += HALF[2]
+    normals = np.zeros_like(pts)
+    normals[:, axis] = sign
+    return pts, normals
+
+
+def _box(faces) -> SimpleNamespace:
+    got = [_face(a, s) for a, s in faces]
+    return SimpleNamespace(points=np.concatenate([p for p, _ in got]),
+                           normals=np.concatenate([n for _, n in got]))  # fmt: skip
+
+
+ALL_FACES = [(a, s) for a in range(3) for s in (-1.0, 1.0)]
+#: what a camera up and to the +x, +y side sees of the box
+SEEN = [(2, 1.0), (0, 1.0), (1, 1.0)]
+
+
+@pytest.fixture(scope="module")
+def scene() -> np.ndarray:
+    """A 1 m floor (no points under the box) and the box's seen faces."""
+    g = np.arange(-0.5, 0.5 + 1e-9, STEP)
+    fx, fy = np.meshgrid(g, g)
+    floor = np.stack([fx.ravel(), fy.ravel(), np.zeros(fx.size)], 1)
+    floor = floor[(np.abs(floor[:, 0]) > HALF[0]) | (np.abs(floor[:, 1]) > HALF[1])]
+    return np.concatenate([floor, _box(SEEN).points])
+
+
+@pytest.fixture(scope="module")
+def template() -> SimpleNamespace:
+    return _box(ALL_FACES)
+
+
+def _size(template) -> float:
+    return float(np.linalg.norm(np.ptp(template.points, axis=0)))
+
+
+def test_a_template_at_its_place_explains_the_object_and_stands_on_the_floor(scene, template):
+    """At the truth every off-floor point next to the template lies on it, though half the
+    template (its far and bottom faces) fits nothing."""
+    share, count, through = object_share(template.points, np.eye(4), scene, 2 * STEP,
+                                         _size(template))  # fmt: skip
+    assert share > 0.99 and count > 100
+    assert through == 0.0
+
+
+def test_a_template_sunk_into_the_floor_passes_through_it(scene, template):
+    """Moved 4 cm down, a fifth of the box lies under the floor's points."""
+    down = np.eye(4)
+    down[2, 3] = -0.04
+    _, _, through = object_share(template.points, down, scene, 2 * STEP, _size(template))
+    assert through > MAX_THROUGH
+
+
+def test_a_different_object_leaves_the_real_one_unexplained(scene, template):
+    """A ball of the box's size at the box's place: most of the box's seen faces are off it."""
+    rng = np.random.default_rng(0)
+    ball = rng.normal(size=(4000, 3))
+    ball = ball / np.linalg.norm(ball, axis=1, keepdims=True) * 0.09 + [0, 0, HALF[2]]
+    share, count, _ = object_share(ball, np.eye(4), scene, 2 * STEP, _size(template))
+    assert count > 30 and share < MIN_OBJECT_SHARE
+
+
+def test_the_side_the_scene_sees_must_all_be_there(scene, template):
+    """Every template point visible from the seen side fits; with half the top face missing
+    from the scene (a different, shorter object there), a visible part of it fits nothing."""
+    tree = cKDTree(scene)
+    assert visible_fit(template, np.eye(4), tree, 2 * STEP, _size(template)) > 0.95
+    cut = scene[~((scene[:, 2] > 2 * HALF[2] - 1e-6) & (scene[:, 0] < 0))]
+    low = visible_fit(template, np.eye(4), cKDTree(cut), 2 * STEP, _size(template))
+    assert low < MIN_VISIBLE_FIT
+
+
+def _part(**kw) -> InsideSearch:
+    values = dict(transform=np.eye(4), rival=None, fitness=0.55, contrast=0.4,
+                  worst_contrast=0.2, margin=0.0, inliers=500, fine_voxel=0.01,
+                  coarse_voxel=0.04, small_corr=np.zeros((0, 3)), large_corr=np.zeros((0, 3)),
+                  object_share=1.0, object_points=200, through=0.0, visible_fit=1.0,
+                  probe_margin=0.8, probe_share=0.7, part=True)  # fmt: skip
+    values.update(kw)
+    return InsideSearch(**values)
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        ({}, ""),
+        ({"fitness": 0.2}, "at best 20%"),
+        ({"object_share": 0.9}, "90% lie on it"),
+        ({"object_points": 10}, "10 object points"),
+        ({"through": 0.05}, "beyond the surface it stands on"),
+        ({"visible_fit": 0.8}, "only 80% fits"),
+        ({"probe_margin": 1.02, "probe_share": 0.97}, "ambiguous"),
+        ({"probe_margin": 1.02, "probe_share": 0.9}, ""),
+    ],
+)
+def test_the_part_rule_names_what_fails(change, words):
+    """A template's answer is judged in part: each measurement refuses it on its own, and a
+    turn that fits as well but explains less of the object is no rival."""
+    reason = inside_rule(_part(**change))
+    assert (reason == "") if not words else (words in reason), reason
+
+
+def test_a_whole_answer_is_not_judged_in_part():
+    """The same measurements as a whole answer: a 55 % fit is under the whole rule's floor."""
+    assert "at least 90% needed" in inside_rule(_part(part=False))
