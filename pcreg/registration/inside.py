@@ -39,6 +39,7 @@ import numpy as np
 
 from pcreg.registration.checks import MAX_INSIDE_RATIO, cloud_extent
 from pcreg.registration.inside_verdict import (
+    MIN_FITNESS,
     MIN_OBJECT_SHARE,
     PART_PROBE_MARGIN,
     SUPPORT_BALL,
@@ -78,15 +79,17 @@ COARSE_MATCHES = 8
 #: distinct places searched at the fine voxel, and the crop around each (small extents)
 PLACES = 8
 CROP = 0.9
-#: RANSAC: triplets drawn, and hypotheses kept for support counting, per place. A
-#: whole-object template against the part of it a scan sees has 2-4 % right fine-voxel
-#: matches: about 100 triplets pass the edge test and none is near its truth (seeds 3, 7,
-#: 8). Measured and not kept: 300,000 triplets (some within 15 deg of the truth, ranked
-#: 18-180th by support) with half of 8 refined hypotheses per place ranked by the fit of a
-#: 300-point probe put the right template pose among the refined ones in 16 of 20 cases
-#: (11 of 19 with these settings, seeds 0-19), but the win was right in 9 of 20 test
-#: cases against 10 of 20 with these settings, at about 0.5 s more per pair, and another
-#: room's crop then fit up to 90 % (seeds 0-19) and 94 % (test seeds)
+#: RANSAC: triplets drawn, and hypotheses kept for support counting, per place. A whole-object
+#: template against the part of it a scan sees has 2-4 % right fine-voxel matches (before the fine
+#: normals were turned outward, :func:`_features`: about 100 triplets passed the edge test and none
+#: was near its truth on seeds 3, 7, 8; with them the search's pose is right on 17 of seeds 0-19,
+#: and 120,000 triplets found no more and registered one wrong). Measured and not kept, before the
+#: outward normals: 300,000 triplets (some within 15 deg of the truth, ranked 18-180th by support)
+#: with half of 8 refined hypotheses per place ranked by the fit of a 300-point probe put the right
+#: template pose among the refined ones in 16 of 20 cases (11 of 19 with these settings, seeds
+#: 0-19), but the win was right in 9 of 20 test cases against 10 of 20 with these settings, at about
+#: 0.5 s more per pair, and another room's crop then fit up to 90 % (seeds 0-19) and 94 % (test
+#: seeds)
 SAMPLES = 40_000
 MAX_HYPOTHESES = 4000
 #: hypotheses of each place refined by ICP
@@ -249,11 +252,13 @@ def _places(
 
 def find_inside(small: np.ndarray, large: np.ndarray, seed: int = 0) -> InsideSearch:
     """Search ``small (N, 3)`` inside ``large (M, 3)`` (float64, one unit, any frames); see
-    the module doc. Deterministic for a ``seed``."""
+    the module doc. Seeded by ``seed`` (numpy's draws and Open3D's plane RANSAC; Open3D's
+    multi-threaded steps may still differ in the last digits between runs)."""
     import open3d as o3d
     from scipy.spatial import cKDTree
 
     from pcreg.registration.symmetry import point_to_plane, symmetry_probe
+    from pcreg.registration.verdict import DIFFERENT_DIAGONAL
     from pcreg.registration.verify import MIN_INLIERS, verify
 
     timings: dict[str, float] = {}
@@ -306,20 +311,20 @@ def find_inside(small: np.ndarray, large: np.ndarray, seed: int = 0) -> InsideSe
                             np.zeros((0, 3)), np.zeros((0, 3)), len(places), timings)  # fmt: skip
     fits = np.array([_fitness(shape, pose, tree, CLOSE * fine) for pose, (_, tree) in
                      zip(poses, crops, strict=True)])  # fmt: skip
-    # the scene's side of each pose (module doc): which poses explain the object they cover
+
+    def near(pose: np.ndarray) -> np.ndarray:
+        """The large cloud's points around the small one at ``pose``."""
+        at = pose[:3, :3] @ centre + pose[:3, 3]
+        return large_tree.data[large_tree.query_ball_point(at, (SUPPORT_BALL + 0.5) * size)]
 
     def share_at(pose: np.ndarray) -> tuple[float, int, float]:
-        region = large_tree.query_ball_point(pose[:3, :3] @ centre + pose[:3, 3],
-                                             (SUPPORT_BALL + 0.5) * size)  # fmt: skip
-        return object_share(small_fp, pose, large_tree.data[region], fine, size, seed)
-
-    shares = [share_at(pose) for pose in poses]
+        return object_share(small_fp, pose, near(pose), fine, size, seed)
 
     def settle(win: int, among: np.ndarray, part: bool) -> InsideSearch:
         """The candidate ``win`` polished by ICP and measured; its rival: the best fit of the
-        candidates ``among`` (bool mask) at a different pose, or as a ``part``, the symmetry
-        probe's pose where it is ambiguous (:func:`_part_rule`)."""
-        crop_f, crop_tree = crops[win]
+        candidates ``among`` (bool mask) at a different pose (``margin``: its fit over the
+        win's), or as a ``part``, the symmetry probe's pose where that makes it ambiguous."""
+        crop_f, _ = crops[win]
         icp = o3d.pipelines.registration.registration_icp(
             small_f, crop_f, fine, poses[win],
             o3d.pipelines.registration.TransformationEstimationPointToPlane(),
@@ -332,14 +337,18 @@ def find_inside(small: np.ndarray, large: np.ndarray, seed: int = 0) -> InsideSe
         rival = max(rivals, key=lambda i: fits[i]) if rivals else None
         rival_pose = None if rival is None else poses[rival]
         share, count, through = share_at(best)
+        margin = 0.0 if rival is None else float(fits[rival]) / max(float(fits[win]), 1e-12)
         probe_margin = probe_share = visible = 0.0
         if part:
-            visible = visible_fit(small_f, best, crop_tree, fine, size)
-            probe_margin, probe_pose = symmetry_probe(small_f, crop_f, best, fine, centre, size)
+            visible = visible_fit(small_f, best, cKDTree(near(best)), fine, size)
+            # the probe's "different" as the search's: DIFFERENT_SHIFT of the small extent
+            diagonal = DIFFERENT_SHIFT * size / DIFFERENT_DIAGONAL
+            probe_margin, probe_pose = symmetry_probe(small_f, crop_f, best, fine, centre,
+                                                      diagonal)  # fmt: skip
             if probe_pose is not None:
                 probe_share = share_at(probe_pose)[0]
                 if probe_margin >= PART_PROBE_MARGIN and probe_share >= MIN_OBJECT_SHARE:
-                    rival_pose = probe_pose
+                    rival_pose = probe_pose  # the rival the answer is refused for
         corr_set = np.asarray(icp.correspondence_set, np.int64).reshape(-1, 2)
         return InsideSearch(
             transform=best,
@@ -347,7 +356,7 @@ def find_inside(small: np.ndarray, large: np.ndarray, seed: int = 0) -> InsideSe
             fitness=check.fitness,
             contrast=check.contrast,
             worst_contrast=check.worst_contrast,
-            margin=0.0 if rival is None else float(fits[rival]) / max(float(fits[win]), 1e-12),
+            margin=margin,
             inliers=check.inliers,
             fine_voxel=fine,
             coarse_voxel=coarse,
@@ -367,12 +376,18 @@ def find_inside(small: np.ndarray, large: np.ndarray, seed: int = 0) -> InsideSe
 
     everyone = np.ones(len(poses), bool)
     found = settle(int(np.argmax(fits)), everyone, part=False)
-    explaining = np.array([c >= MIN_INLIERS and sh >= MIN_OBJECT_SHARE for sh, c, _ in shares])
-    if not inside_rule(found) or not explaining.any():
+    if not inside_rule(found) or found.fitness >= MIN_FITNESS or found.inliers < MIN_INLIERS:
+        # registered whole, or refused for what a part answer would not change (it fits
+        # whole but slides, or another place fits as well; nothing fits)
         timings["verify"] = time.perf_counter() - t0
         return found
-    # not found whole: the best fit among the poses that explain the scene's object, judged
-    # as an object the scene sees in part
+    # not found whole: the best fit among the poses that explain the scene's object (module
+    # doc), judged as an object the scene sees in part
+    shares = [share_at(pose) for pose in poses]
+    explaining = np.array([c >= MIN_INLIERS and sh >= MIN_OBJECT_SHARE for sh, c, _ in shares])
+    if not explaining.any():
+        timings["verify"] = time.perf_counter() - t0
+        return found
     win = int(np.argmax(np.where(explaining, fits, -1.0)))
     found = settle(win, explaining, part=True)
     timings["verify"] = time.perf_counter() - t0

@@ -111,20 +111,8 @@ def test_ransac_hypotheses_keeps_the_true_pose_first(rng):
     assert np.allclose(poses[0], truth, atol=1e-6)
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize(
-    "kind",
-    [
-        "crop",
-        pytest.param("template", marks=pytest.mark.xfail(
-            reason="a whole-object template, judged in part: 14/20 registered right, none "
-            "wrong (the search's pose right in 16/20; 2 right poses refused as ambiguous or "
-            "with too little of the seen side fitting; 2026-11-27)", strict=True)),
-    ],
-)  # fmt: skip
-def test_objects_in_scenes_register_in_nine_trials_of_ten(kind):
-    """20 trials each (seeds 1,000,100-1,000,119): right and registered in at least 90 %,
-    and never registered wrong."""
+def _trials(kind: str) -> tuple[int, int]:
+    """20 trials (seeds 1,000,100-1,000,119): how many registered right, and wrong."""
     good = wrong = 0
     for seed in range(SEED + 100, SEED + 120):
         case = inside_case(seed, kind)
@@ -132,5 +120,39 @@ def test_objects_in_scenes_register_in_nine_trials_of_ten(kind):
         ok = _right(result, case, case.src)
         good += int(result.registered and ok)
         wrong += int(result.registered and not ok)
+    return good, wrong
+
+
+@pytest.fixture(scope="module")
+def template_trials() -> tuple[int, int]:
+    return _trials("template")
+
+
+@pytest.mark.slow
+def test_objects_cropped_from_scenes_register_in_nine_trials_of_ten():
+    """Right and registered in at least 90 % of 20 trials, and never registered wrong."""
+    good, wrong = _trials("crop")
     assert wrong == 0
+    assert good >= 18, f"{good}/20 registered right"
+
+
+@pytest.mark.slow
+def test_templates_never_register_wrong(template_trials):
+    """A whole-object template, judged in part: whatever it misses, it never registers a
+    wrong pose (14 of these 20 right on 2026-11-27)."""
+    good, wrong = template_trials
+    assert wrong == 0
+    assert good >= 13, f"{good}/20 registered right"
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(
+    reason="a whole-object template, judged in part: 14/20 registered right, none wrong (the "
+    "search's pose right in 16/20; one right pose judged as a whole, one with 89.5 % of its "
+    "seen side fitting; 2026-11-27)",
+    raises=AssertionError,
+    strict=True,
+)
+def test_templates_register_in_nine_trials_of_ten(template_trials):
+    good, _ = template_trials
     assert good >= 18, f"{good}/20 registered right"

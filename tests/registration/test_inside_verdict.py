@@ -122,13 +122,15 @@ def _part(**kw) -> InsideSearch:
         ({"object_points": 10}, "10 object points"),
         ({"through": 0.05}, "beyond the surface it stands on"),
         ({"visible_fit": 0.8}, "only 80% fits"),
-        ({"probe_margin": 1.02, "probe_share": 0.97}, "ambiguous"),
+        ({"margin": 0.95}, "does not tell where it is"),
+        ({"probe_margin": 1.02, "probe_share": 0.97}, "does not tell how it lies"),
         ({"probe_margin": 1.02, "probe_share": 0.9}, ""),
     ],
 )
 def test_the_part_rule_names_what_fails(change, words):
-    """A template's answer is judged in part: each measurement refuses it on its own, and a
-    turn that fits as well but explains less of the object is no rival."""
+    """A template's answer is judged in part: each measurement refuses it on its own (another
+    place that explains the object nearly as well, a turn that fits as well and explains it
+    too), and a turn that fits as well but explains less of the object is no rival."""
     reason = inside_rule(_part(**change))
     assert (reason == "") if not words else (words in reason), reason
 
@@ -136,3 +138,40 @@ def test_the_part_rule_names_what_fails(change, words):
 def test_a_whole_answer_is_not_judged_in_part():
     """The same measurements as a whole answer: a 55 % fit is under the whole rule's floor."""
     assert "at least 90% needed" in inside_rule(_part(part=False))
+
+
+def test_a_crop_of_one_of_two_copies_is_refused_and_not_retried_in_part():
+    """Two identical objects in a scene and a crop around one: it fits whole at either copy
+    (and slides along the wall it is cropped with). The whole rule's refusal stands: the part
+    judgement is only for a small cloud that fits nowhere whole (it once registered the crop
+    at the other copy)."""
+    from pcreg.registration.inside import find_inside
+
+    rng = np.random.default_rng(1)
+
+    def box(lo, hi, n):
+        lo, hi = np.asarray(lo, float), np.asarray(hi, float)
+        ext = hi - lo
+        areas = np.repeat([ext[1] * ext[2], ext[0] * ext[2], ext[0] * ext[1]], 2)
+        faces = []
+        for f, area in enumerate(areas):
+            pts = rng.uniform(lo, hi, (int(n * area / areas.sum()), 3))
+            pts[:, f // 2] = (lo if f % 2 == 0 else hi)[f // 2]
+            faces.append(pts)
+        return np.vstack(faces)
+
+    def thing(at):
+        body = np.vstack([box([0, 0, 0], [0.3, 0.2, 0.25], 5000),
+                          box([0.3, 0, 0], [0.4, 0.08, 0.12], 1500)])  # fmt: skip
+        return body[body[:, 2] > 0.002] + at
+
+    floor = np.c_[rng.uniform(-2, 2, (150_000, 2)), np.zeros(150_000)]
+    wall = np.c_[rng.uniform(-2, 2, 40_000), np.full(40_000, 2.0), rng.uniform(0, 2, 40_000)]
+    scene = np.vstack([floor, wall, thing([-1.0, 0.0, 0.0]), thing([1.0, 0.5, 0.0])])
+    scene += rng.normal(0, 0.001, scene.shape)
+    crop = scene[np.linalg.norm(scene - [-0.8, 0.1, 0.1], axis=1) < 0.35]
+    turn = np.array([[0.0, -1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 1.0]])
+    found = find_inside(crop @ turn.T + [0.3, 0.2, 0.1], scene)
+    assert found.fitness > 0.9 and not found.part
+    assert found.margin > 0.9 and found.rival is not None  # the other copy fits as well
+    assert inside_rule(found).startswith("object in scene: the fit is not distinctive")
