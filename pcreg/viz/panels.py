@@ -40,6 +40,12 @@ __all__ = [
 #: ``[(label, rgb), ...]``: one legend entry per colour
 Legend = list[tuple[str, tuple[float, float, float]]]
 
+#: a source this many times smaller than the reference (bounding-box diagonals: an object in
+#: a scene) gets a close-up panel: in the whole scene it is a dot
+CLOSE_UP_RATIO = 5.0
+#: the close-up shows the reference within this many source diagonals of the moved source
+CLOSE_UP_REACH = 1.0
+
 
 def pair_legend(src_name: str = "source", ref_name: str = "reference") -> Legend:
     """The legend of the two clouds: ``source: NAME`` orange, ``reference: NAME`` blue."""
@@ -73,7 +79,7 @@ def alignment_panels(
         ]
     moved = transform_points(src, transform)
     view = view_for(np.vstack([moved, ref]))  # the after panel's camera, used for both
-    return [
+    panels = [
         (
             "before (input poses)",
             render_clouds([(src, SOURCE_COLOR), (ref, REFERENCE_COLOR)], view=view, crop=True),
@@ -83,6 +89,26 @@ def alignment_panels(
             render_clouds([(moved, SOURCE_COLOR), (ref, REFERENCE_COLOR)], view=view, crop=True),
         ),
     ]
+    close = _close_up(transform_points(np.asarray(src_points, np.float64), transform),
+                      np.asarray(ref_points, np.float64))  # fmt: skip
+    return panels if close is None else [*panels, close]
+
+
+def _close_up(moved: np.ndarray, ref: np.ndarray) -> tuple[str, np.ndarray] | None:
+    """``(caption, image)``: the moved source ``(N, 3)`` and the reference ``(M, 3)`` points
+    within :data:`CLOSE_UP_REACH` source diagonals of its centre, from their own camera; None
+    unless the source is :data:`CLOSE_UP_RATIO` times smaller than the reference."""
+    small = float(np.linalg.norm(np.ptp(moved, axis=0)))
+    large = float(np.linalg.norm(np.ptp(ref, axis=0)))
+    if small <= 0 or large < CLOSE_UP_RATIO * small:
+        return None
+    near = ref[np.linalg.norm(ref - moved.mean(axis=0), axis=1) < CLOSE_UP_REACH * small]
+    src = thin_for_display(moved, MAX_DRAWN_POINTS // 2)
+    near = thin_for_display(near, MAX_DRAWN_POINTS // 2)
+    view = view_for(np.vstack([src, near]))
+    # the reference drawn over the source: its points of the object show on the source
+    image = render_clouds([(src, SOURCE_COLOR), (near, REFERENCE_COLOR)], view=view, crop=True)
+    return "close-up of the source", image
 
 
 def correspondence_panel(

@@ -15,7 +15,7 @@ from pcreg.viz.panels import (
     save_alignment_png,
 )
 from pcreg.viz.render import thin_for_display, view_for
-from pcreg.viz.style import format_length, hex_color
+from pcreg.viz.style import SOURCE_COLOR, format_length, hex_color
 
 
 @pytest.mark.parametrize(
@@ -100,6 +100,29 @@ def test_alignment_figure_has_a_legend_naming_both_clouds(rng, tmp_path):
     two = plt.imread(save_alignment_png(tmp_path / "two.png", src, ref, t))
     assert one.shape[1] < 0.75 * two.shape[1]  # golden size: one panel is narrower than two
     assert 300 <= one.shape[0] <= 800 and 300 <= two.shape[0] <= 800
+
+
+@pytest.mark.open3d
+def test_an_object_in_a_scene_gets_a_close_up(rng):
+    """A source 20x smaller than the reference is a dot in the whole scene: a third panel
+    shows it with the reference around it, and both colours fill a real share of it; a
+    source of the reference's size gets none."""
+    ref = _room(rng)
+    size = float(np.linalg.norm(np.ptp(ref, axis=0)))
+    obj = rng.normal(size=(3000, 3))
+    obj = obj / np.linalg.norm(obj, axis=1, keepdims=True) * size / 40 + ref.mean(axis=0)
+    panels = alignment_panels(obj, ref, np.eye(4))
+    assert [name for name, _ in panels][2:] == ["close-up of the source"]
+
+    def orange(image: np.ndarray) -> float:
+        image = image[..., :3].astype(float)
+        image = image / 255.0 if image.max() > 1.0 else image
+        return float((np.abs(image - np.array(SOURCE_COLOR)).sum(axis=-1) < 0.25).mean())
+
+    # the object is no longer a dot: measured 2.5 % of the close-up against 0.2 % after
+    assert orange(panels[2][1]) > 5 * orange(panels[1][1])
+    big = alignment_panels(ref[::2] + 0.1, ref, np.eye(4))
+    assert len(big) == 2
 
 
 @pytest.mark.open3d
