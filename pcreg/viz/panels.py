@@ -5,6 +5,7 @@ colours mean."""
 from __future__ import annotations
 
 import os
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -195,9 +196,12 @@ def panels_figure(
         squeeze=False,
         gridspec_kw={"width_ratios": ratios},
     )
-    for ax, (name, image) in zip(axes[0], panels, strict=True):
+    for ax, (name, image), ratio in zip(axes[0], panels, ratios, strict=True):
         ax.imshow(image)
-        ax.set_title(name, fontsize=10)
+        # wrapped to the panel's width (10-point text: about 0.6 x 10 points a character), so
+        # that a caption does not run into the next panel's or off the figure
+        chars = max(20, int(row * ratio * 72 / (0.6 * 10)))
+        ax.set_title(textwrap.fill(name, chars), fontsize=10)
         ax.axis("off")
     if title:
         fig.suptitle(title)

@@ -125,6 +125,24 @@ def test_an_object_in_a_scene_gets_a_close_up(rng):
     assert len(big) == 2
 
 
+def test_a_long_caption_wraps_within_its_panel():
+    """Four panels: the correspondence panel's caption (69 characters) ran off the figure's
+    edge; it wraps to its panel's width and every line fits inside the panel."""
+    import matplotlib.pyplot as plt
+
+    long = "250 of 633 correspondences: 100% within 10 cm under the truth (green)"
+    panels = [(name, np.ones((400, 400, 3))) for name in ("before", "after", "close-up", long)]
+    fig = panels_figure(panels, title="x")
+    fig.canvas.draw()
+    axes = fig.axes
+    assert "\n" in axes[3].get_title() and axes[3].get_title().replace("\n", " ") == long
+    renderer = fig.canvas.get_renderer()
+    box, panel = axes[3].title.get_window_extent(renderer), axes[3].get_window_extent(renderer)
+    assert box.x0 >= panel.x0 - 5 and box.x1 <= panel.x1 + 5
+    assert box.x1 <= fig.bbox.x1
+    plt.close(fig)
+
+
 @pytest.mark.open3d
 def test_correspondences_are_green_within_the_stated_radius_and_pale_beyond(rng):
     ref = _room(rng)
