@@ -11,12 +11,13 @@ own units (no unit reading is needed: the search is scale-free):
    cloud would keep more than :data:`COARSE_MAX_POINTS` points at it.
 2. **Places** (the large cloud searched at the coarse voxel): FPFH of both clouds, each small
    point's :data:`COARSE_MATCHES` nearest large features, and the places where matches of
-   the most distinct small points gather (:func:`_places`): up to :data:`PLACES` of them.
+   the most distinct small points gather
+   (:func:`~pcreg.registration.inside_hypotheses.likely_places`): up to eight of them.
 3. **Poses** (the large cloud cropped around each place, :data:`CROP` small extents, at the
    fine voxel): FPFH on the crop only, a RANSAC that keeps all its hypotheses
-   (:func:`ransac_hypotheses`), the best different hypotheses of each place refined
-   together by point-to-plane ICP, each scored by the share of the small cloud's off-plane
-   points that fit.
+   (:func:`~pcreg.registration.inside_hypotheses.ransac_hypotheses`), the best different
+   hypotheses of each place refined together by point-to-plane ICP, each scored by the share of
+   the small cloud's off-plane points that fit.
 4. **Two answers**: the best fit, polished by Open3D's ICP, and where it does not fit whole
    (a template the scene sees in part), the best fit among the poses whose small cloud
    explains the scene's object points next to it
@@ -38,6 +39,13 @@ import time
 import numpy as np
 
 from pcreg.registration.checks import MAX_INSIDE_RATIO, cloud_extent
+from pcreg.registration.inside_hypotheses import (
+    feature_matches,
+    likely_places,
+    point_spacing,
+    ransac_hypotheses,
+    voxel_fpfh,
+)
 from pcreg.registration.inside_verdict import (
     MIN_FITNESS,
     MIN_OBJECT_SHARE,
@@ -76,22 +84,8 @@ COARSE_DIVS = 8.0
 COARSE_MAX_POINTS = 40_000
 #: each small point's nearest large features at the coarse voxel
 COARSE_MATCHES = 8
-#: distinct places searched at the fine voxel, and the crop around each (small extents)
-PLACES = 8
+#: the crop around each place searched at the fine voxel (small extents)
 CROP = 0.9
-#: RANSAC: triplets drawn, and hypotheses kept for support counting, per place. A whole-object
-#: template against the part of it a scan sees has 2-4 % right fine-voxel matches (before the fine
-#: normals were turned outward, :func:`_features`: about 100 triplets passed the edge test and none
-#: was near its truth on seeds 3, 7, 8; with them the search's pose is right on 17 of seeds 0-19,
-#: and 120,000 triplets found no more and registered one wrong). Measured and not kept, before the
-#: outward normals: 300,000 triplets (some within 15 deg of the truth, ranked 18-180th by support)
-#: with half of 8 refined hypotheses per place ranked by the fit of a 300-point probe put the right
-#: template pose among the refined ones in 16 of 20 cases (11 of 19 with these settings, seeds
-#: 0-19), but the win was right in 9 of 20 test cases against 10 of 20 with these settings, at about
-#: 0.5 s more per pair, and another room's crop then fit up to 90 % (seeds 0-19) and 94 % (test
-#: seeds)
-SAMPLES = 40_000
-MAX_HYPOTHESES = 4000
 #: hypotheses of each place refined by ICP
 REFINED_PER_PLACE = 4
 #: surface variation above which a point is off a plane (:func:`structure`): 1 mm noise on
@@ -106,117 +100,6 @@ DIFFERENT_DEG = 15.0
 DIFFERENT_SHIFT = 0.2
 
 
-def _spacing(points: np.ndarray) -> float:
-    """Median distance to the nearest other point, of an even stride of 2,000 of ``points``."""
-    from scipy.spatial import cKDTree
-
-    sample = points[:: max(1, len(points) // 2000)]
-    dist, _ = cKDTree(points).query(sample, k=2)
-    return float(np.median(dist[:, 1]))
-
-
-def _features(points: np.ndarray, voxel: float, max_nn: int = 50, outward: bool = False):
-    """``(cloud, features (N, 33))``: ``points`` voxelised at ``voxel`` with normals, and FPFH
-    at 5 voxels. ``outward``: every normal turned away from the points' centroid first.
-
-    FPFH is not invariant to a normal's sign, and an estimated normal's sign follows the
-    cloud's frame, so a template and the scene's view of it, in two frames, disagree on about
-    half their signs. Turned away from the centre of the object (the template's centroid, the
-    crop's centre: both near the object), the two agree on the object's outside. Measured on
-    generated templates (``tools/inside_rule.py``, seeds 0-9): the search's pose right in 9
-    of 10 with this, 6 of 10 without."""
-    import open3d as o3d
-
-    from pcreg.baselines.icp import downsample_with_normals
-
-    down = downsample_with_normals(points, voxel)
-    if outward:
-        pts, normals = np.asarray(down.points), np.asarray(down.normals)
-        inward = np.einsum("ij,ij->i", pts - pts.mean(axis=0), normals) < 0
-        down.normals = o3d.utility.Vector3dVector(np.where(inward[:, None], -normals, normals))
-    fpfh = o3d.pipelines.registration.compute_fpfh_feature(
-        down, o3d.geometry.KDTreeSearchParamHybrid(radius=5 * voxel, max_nn=max_nn)
-    )
-    return down, np.asarray(fpfh.data, np.float32).T
-
-
-def _matches(small_f: np.ndarray, large_f: np.ndarray, k: int) -> np.ndarray:
-    """``(K, 2)`` correspondences: each small point with its ``k`` nearest large features."""
-    from scipy.spatial import cKDTree
-
-    k = min(k, len(large_f))
-    _, idx = cKDTree(large_f).query(small_f, k=k)
-    idx = np.asarray(idx).reshape(len(small_f), k)
-    return np.stack([np.repeat(np.arange(len(small_f)), k), idx.ravel()], 1)
-
-
-def _kabsch(p: np.ndarray, q: np.ndarray) -> np.ndarray:
-    """``(H, 4, 4)``: the rigid transforms taking ``p (H, 3, 3)`` onto ``q (H, 3, 3)``."""
-    pm, qm = p.mean(1, keepdims=True), q.mean(1, keepdims=True)
-    u, _, vt = np.linalg.svd((p - pm).transpose(0, 2, 1) @ (q - qm))
-    d = np.sign(np.linalg.det(vt.transpose(0, 2, 1) @ u.transpose(0, 2, 1)))
-    fix = np.tile(np.eye(3), (len(p), 1, 1))
-    fix[:, 2, 2] = d
-    rot = vt.transpose(0, 2, 1) @ fix @ u.transpose(0, 2, 1)
-    out = np.tile(np.eye(4), (len(p), 1, 1))
-    out[:, :3, :3] = rot
-    out[:, :3, 3] = qm[:, 0] - (rot @ pm[:, 0, :, None])[..., 0]
-    return out
-
-
-def ransac_hypotheses(
-    src: np.ndarray,
-    ref: np.ndarray,
-    corr: np.ndarray,
-    radius: float,
-    rng: np.random.Generator,
-    *,
-    reach: float | None = None,
-    samples: int = SAMPLES,
-) -> tuple[np.ndarray, np.ndarray]:
-    """RANSAC over correspondences that keeps every hypothesis: ``(poses (H, 4, 4), support
-    (H,))``, best-supported first.
-
-    ``src (N, 3)``, ``ref (M, 3)``, ``corr (K, 2)`` index pairs; ``radius``: a correspondence
-    supports a pose that maps it within this. ``samples`` triplets are drawn (their second and
-    third correspondence among those whose reference point lies within ``reach`` of the
-    first's: the small cloud is local, the large one is not), kept where their three edges
-    agree within 10 % and are longer than 2 radii, solved by Kabsch (at most
-    :data:`MAX_HYPOTHESES`) and counted."""
-    from scipy.spatial import cKDTree
-
-    if len(corr) < 3:
-        return np.zeros((0, 4, 4)), np.zeros(0)
-    p_all, q_all = src[corr[:, 0]], ref[corr[:, 1]]
-    first = rng.integers(0, len(corr), samples)
-    if reach is None:
-        rest = rng.integers(0, len(corr), (samples, 2))
-    else:
-        near = cKDTree(q_all).query_ball_point(q_all, reach)
-        sizes = np.array([len(n) for n in near])
-        offsets = np.concatenate([[0], np.cumsum(sizes)])
-        flat = np.concatenate(near).astype(np.int64)
-        pick = (rng.random((samples, 2)) * sizes[first, None]).astype(np.int64)
-        rest = flat[offsets[first, None] + pick]
-    idx = np.concatenate([first[:, None], rest], 1)
-    for a, b in ((0, 1), (1, 2), (2, 0)):  # each edge filters the triplets left, cheaply
-        dp = np.sqrt(((p_all[idx[:, a]] - p_all[idx[:, b]]) ** 2).sum(1))
-        dq = np.sqrt(((q_all[idx[:, a]] - q_all[idx[:, b]]) ** 2).sum(1))
-        idx = idx[(np.minimum(dp, dq) > 0.9 * np.maximum(dp, dq)) & (dp > 2 * radius)]
-    p, q = p_all[idx[:MAX_HYPOTHESES]], q_all[idx[:MAX_HYPOTHESES]]  # (H, 3, 3)
-    if not len(p):
-        return np.zeros((0, 4, 4)), np.zeros(0)
-    poses = _kabsch(p, q)
-    support = np.empty(len(poses))
-    for start in range(0, len(poses), 256):  # (256, K, 3) at a time
-        chunk = poses[start : start + 256]
-        moved = p_all[None] @ chunk[:, :3, :3].transpose(0, 2, 1) + chunk[:, None, :3, 3]
-        near_mask = ((moved - q_all[None]) ** 2).sum(-1) < radius**2
-        support[start : start + 256] = near_mask.sum(1)
-    order = np.argsort(-support, kind="stable")
-    return poses[order], support[order]
-
-
 def _different(a: np.ndarray, b: np.ndarray, centre: np.ndarray, size: float) -> bool:
     """Whether poses ``a``, ``b`` put the small cloud (centre ``centre``, extent ``size``)
     in different places or turns (:data:`DIFFERENT_DEG`, :data:`DIFFERENT_SHIFT`)."""
@@ -224,30 +107,6 @@ def _different(a: np.ndarray, b: np.ndarray, centre: np.ndarray, size: float) ->
 
     deg, shift = pose_distance(a, b, centre)
     return deg > DIFFERENT_DEG or shift > DIFFERENT_SHIFT * size
-
-
-def _places(
-    small: np.ndarray, large: np.ndarray, corr: np.ndarray, size: float
-) -> list[np.ndarray]:
-    """Up to :data:`PLACES` positions ``(3,)`` in the large cloud where the small one may lie:
-    where the most *distinct* small points have a feature match within half the small
-    cloud's extent (``corr (K, 2)`` indexes ``small (N, 3)`` and ``large (M, 3)``), each peak
-    more than half that extent from the others. Measured (``tools/inside_rule.py``, seeds
-    0-5): the true place among the first 8 peaks in 10 of the 10 cases where the object is
-    seen, first in 6; a RANSAC over the same matches ranked it first in 3 and found none in 4
-    (too few correct matches to draw three of them at the coarse voxel)."""
-    from scipy.spatial import cKDTree
-
-    at = large[corr[:, 1]]
-    near = cKDTree(at).query_ball_point(at, size / 2)
-    votes = np.array([len(np.unique(corr[n, 0])) for n in near])
-    out: list[np.ndarray] = []
-    for i in np.argsort(-votes, kind="stable"):
-        if all(np.linalg.norm(at[i] - o) > size / 2 for o in out):
-            out.append(at[i])
-            if len(out) == PLACES:
-                break
-    return out
 
 
 def find_inside(small: np.ndarray, large: np.ndarray, seed: int = 0) -> InsideSearch:
@@ -265,20 +124,20 @@ def find_inside(small: np.ndarray, large: np.ndarray, seed: int = 0) -> InsideSe
     t0 = time.perf_counter()
     rng = np.random.default_rng(seed)
     size = cloud_extent(small)
-    fine = max(size / FINE_DIVS, _spacing(small))
+    fine = max(size / FINE_DIVS, point_spacing(small))
     coarse = max(size / COARSE_DIVS, 2 * fine)
-    large_c, large_cf = _features(large, coarse, 30)
+    large_c, large_cf = voxel_fpfh(large, coarse, 30)
     if len(large_c.points) > COARSE_MAX_POINTS:  # a scene far larger than the object
         coarse *= float(np.sqrt(len(large_c.points) / COARSE_MAX_POINTS))
-        large_c, large_cf = _features(large, coarse, 30)
-    small_c, small_cf = _features(small, coarse, 30)
+        large_c, large_cf = voxel_fpfh(large, coarse, 30)
+    small_c, small_cf = voxel_fpfh(small, coarse, 30)
     large_cp, small_cp = np.asarray(large_c.points), np.asarray(small_c.points)
-    corr = _matches(small_cf, large_cf, COARSE_MATCHES)
+    corr = feature_matches(small_cf, large_cf, COARSE_MATCHES)
     centre = small.mean(axis=0)
-    places = _places(small_cp, large_cp, corr, size)
+    places = likely_places(small_cp, large_cp, corr, size)
     timings["places"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    small_f, small_ff = _features(small, fine, outward=True)
+    small_f, small_ff = voxel_fpfh(small, fine, outward=True)
     small_fp = np.asarray(small_f.points)
     shape = small_fp[structure(small_fp, fine)]  # the points the poses are told apart by
     large_tree = cKDTree(large[:: max(1, len(large) // 400_000)])
@@ -287,9 +146,9 @@ def find_inside(small: np.ndarray, large: np.ndarray, seed: int = 0) -> InsideSe
         idx = large_tree.query_ball_point(at, CROP * size)
         if len(idx) < 10:
             continue
-        crop_f, crop_ff = _features(large_tree.data[idx], fine, outward=True)
+        crop_f, crop_ff = voxel_fpfh(large_tree.data[idx], fine, outward=True)
         crop_p = np.asarray(crop_f.points)
-        corr = _matches(small_ff, crop_ff, 2)
+        corr = feature_matches(small_ff, crop_ff, 2)
         found, _ = ransac_hypotheses(small_fp, crop_p, corr, 1.5 * fine, rng)
         if not len(found):
             continue

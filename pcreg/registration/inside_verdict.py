@@ -238,9 +238,10 @@ def visible_fit(
     """The share of the small cloud's points visible from the side the large one sees it from
     that fit (within :data:`OBJECT_ON` ``voxel`` of a point of ``large_tree``, a
     ``cKDTree``). ``small_down``: the small cloud at ``voxel`` with normals turned outward
-    (:func:`_features`), moved by ``pose (4, 4)``; the viewpoint is :data:`VIEW_DISTANCE`
-    extents (``size``) from its centre along the mean normal of its points that fit, and
-    visibility is Open3D's hidden point removal (Katz, Tal, Basri 2007). 0 where nothing fits."""
+    (:func:`~pcreg.registration.inside_hypotheses.voxel_fpfh`), moved by ``pose (4, 4)``;
+    the viewpoint is :data:`VIEW_DISTANCE` extents (``size``) from its centre along the mean
+    normal of its points that fit, and visibility is Open3D's hidden point removal (Katz,
+    Tal, Basri 2007). 0 where nothing fits."""
     import open3d as o3d
 
     moved = np.asarray(small_down.points) @ pose[:3, :3].T + pose[:3, 3]

@@ -11,7 +11,7 @@ import pcreg
 from pcreg.data.synthetic.inside import inside_case
 from pcreg.errors import InputError
 from pcreg.registration.checks import cloud_extent
-from pcreg.registration.inside import ransac_hypotheses
+from pcreg.registration.inside_hypotheses import ransac_hypotheses
 from pcreg.registration.verdict import pose_distance
 
 SEED = 1_000_000
