@@ -18,7 +18,7 @@ JSON_KEYS = {
     "transform", "method", "model", "setting", "icp", "voxel_size_m", "num_correspondences",
     "time_s", "timings", "src", "ref", "rre_deg", "rte_m", "rmse_m", "inlier_ratio",
     "confidence", "fitness", "agreement", "hypothesis", "registered", "reason", "method_used",
-    "units", "object", "scale", "score", "ambiguous_with", "readings", "estimates",
+    "units", "object", "scale", "score", "ambiguous_with", "mirror", "readings", "estimates",
     "dropped_invalid", "information", "covariance", "covariance_convention",
 }  # fmt: skip
 

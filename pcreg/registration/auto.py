@@ -33,6 +33,7 @@ import logging
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -175,7 +176,7 @@ def _register_scene(
             step_index += 1
             new = _attempt(pipe, plan, step, s, r, o, scale, start)
             for cand in new:
-                cand.step = step_index
+                cand.step, cand.stage = step_index, step
                 cand.result.units, cand.result.object = reading.units, reading.object
                 cand.features.update(
                     object_reading=float(reading.object),
@@ -206,12 +207,40 @@ def _register_scene(
     for entry in tried:  # each reading's best score
         scores = [c.score for c in found if c.result.scale == entry["scale"]]
         entry["best_score"] = round(max(scores), 4) if scores else None
+    if verdict.registered and not exhaustive:
+        _mirror_check(pipe, verdict, src, ref, names, origins, start)
     if verdict.registered and pipe.strict:
         _strict(pipe, verdict, found, centre, diagonal, src, ref, names, origins, start)
     result = verdict.best.result
     result.verdict = verdict
     result.readings = tried
     return result
+
+
+#: the mirror check's learned step runs the best-ranked orientation hypotheses only (the main
+#: search runs up to 9 on a 3DMatch pair, whose mirror image it would double the time of)
+MIRROR_HYPOTHESES = 2
+#: and its ICP stops after this many iterations (the pipeline's cap is 100; a mirror image
+#: that fits converges from the network's estimate in a few, one that does not runs to the cap)
+MIRROR_ICP_ITERATIONS = 20
+
+
+def _mirror_check(pipe, verdict, src, ref, names, origins, start) -> None:
+    """The mirror check (:func:`~pcreg.registration.mirror.mirror_check`): the source's
+    mirror image searched by the step that made the best estimate, under its reading."""
+    from pcreg.registration.mirror import mirror_check, mirrored
+
+    def mirror_fits(best: Candidate) -> list[dict[str, float]]:
+        if best.mirror is not None:  # the same search's work, reused
+            return best.mirror()
+        scale, image = best.result.scale, mirrored(src)
+        plan = pipe.plan(image * scale, ref * scale, names, model=best.result.model)
+        s, r, o = plan.clean(image * scale, ref * scale, origins * scale)
+        step = best.stage or ("learned" if best.path == "geotransformer" else "classical")
+        found = _attempt(pipe, plan, step, s, r, o, scale, start, MIRROR_HYPOTHESES, probe=False)
+        return [c.features for c in found]
+
+    mirror_check(verdict, mirror_fits)
 
 
 def _strict(pipe, verdict, found, centre, diagonal, src, ref, names, origins, start) -> None:
@@ -317,23 +346,31 @@ def _attempt(
     origins: np.ndarray,
     scale: float,
     start: float,
+    limit: int | None = None,
+    probe: bool = True,
 ) -> list[Candidate]:
     """One step of the module doc on the scaled, cleaned pair: its finished estimates as
-    candidates, in the user's frame (none: the step does not apply)."""
+    candidates, in the user's frame (none: the step does not apply). ``limit``: the most
+    orientation hypotheses the learned step runs (None: the search's own choice); ``probe``:
+    :meth:`~pcreg.registration.pipeline.Registration._finish`'s (False: the fit alone)."""
     from pcreg.registration.verdict import Candidate, candidate_features, hypothesis_margin
 
     if step.startswith("learned"):  # the network under its orientation search
         t0 = time.perf_counter()
         # on objects only where a hypothesis source applies (a small Manhattan room)
-        found = pipe.search_for(plan.loaded)(src, ref, as_given=step == "learned")
+        found = pipe.search_for(plan.loaded, limit)(src, ref, as_given=step == "learned")
         if found is None:
             return []
         margin = hypothesis_margin(found, src, ref)
         result = pipe._learned(plan, found.prediction, found.hypothesis)
         result.timings["register"] = time.perf_counter() - t0
         result.method_used = "geotransformer"
-        result = pipe._finish(result, plan, src, ref, start, origins, scale)
-        return [Candidate(result, candidate_features(result, margin, fpfh=False))]
+        result = pipe._finish(result, plan, src, ref, start, origins, scale, probe=probe)
+        cand = Candidate(result, candidate_features(result, margin, fpfh=False))
+        if found.mirror is not None:
+            cand.mirror = partial(_mirror_features, pipe, plan, found.mirror, src, ref, origins,
+                                  scale, start)  # fmt: skip
+        return [cand]
     t0 = time.perf_counter()
     coarse = step == "classical, coarser"  # other features: 1.5x the voxel for FPFH
     classical = pipe._classical(replace(plan, voxel=plan.voxel * 1.5) if coarse else plan, src, ref)
@@ -348,17 +385,33 @@ def _attempt(
         net_time = time.perf_counter() - t0
     out = []
     support = None if net is None else (net.src_corr_points, net.ref_corr_points, net.corr_scores)
-    finished = pipe._finish(classical, plan, src, ref, start, origins, scale, support=support)
+    finished = pipe._finish(classical, plan, src, ref, start, origins, scale, support=support,
+                            probe=probe)  # fmt: skip
     out.append(Candidate(finished, candidate_features(finished, 0.0, fpfh=True, alone=True)))
     if net is not None:
         refined = pipe._learned(plan, net, "fpfh-ransac")
         refined.timings["register"] = net_time
         refined.method_used = "fpfh-ransac+geotransformer"
-        refined = pipe._finish(refined, plan, src, ref, start, origins, scale)
+        refined = pipe._finish(refined, plan, src, ref, start, origins, scale, probe=probe)
         out.append(Candidate(refined, candidate_features(refined, 0.0, fpfh=True)))
     if step != "classical":  # objects: the network must confirm FPFH's pose (none: nothing)
         out = out[1:]
     return out
+
+
+def _mirror_features(pipe, plan, mirror, src, ref, origins, scale, start) -> list[dict[str, float]]:
+    """The measurements of the network's estimate for the mirror image of ``src`` onto
+    ``ref`` (``mirror``: the search's :attr:`~pcreg.registration.search.SearchResult.mirror`,
+    run on the :data:`MIRROR_HYPOTHESES` best-ranked hypotheses), polished by ICP and
+    verified like any estimate, without the symmetry probe."""
+    from pcreg.registration.mirror import mirrored
+    from pcreg.registration.verdict import candidate_features
+
+    result = pipe._learned(plan, mirror(MIRROR_HYPOTHESES), "mirror")
+    result.method_used = "geotransformer"
+    result = pipe._finish(result, plan, mirrored(src), ref, start, origins, scale, probe=False,
+                          icp_iterations=MIRROR_ICP_ITERATIONS)  # fmt: skip
+    return [candidate_features(result, 0.0, fpfh=False)]
 
 
 def _from_pose(plan: _Plan, src: np.ndarray, ref: np.ndarray, pose: np.ndarray):

@@ -159,7 +159,6 @@ class OnnxRegistrar:
                 out.append(self._predict(s, r, s_emb, r_emb, start))
         return out
 
-    @single_threaded_blas
     def hypotheses(
         self, src: np.ndarray, ref: np.ndarray, rotations: np.ndarray
     ) -> list[Prediction]:
@@ -168,6 +167,16 @@ class OnnxRegistrar:
         both embeddings (invariant to a rotation of the source) are computed once, as
         :meth:`Registrar.hypotheses` does. With two cores free the two clouds' steps, then
         the hypotheses, run two at a time (:class:`_Lanes`)."""
+        return self.prepare(src, ref)(rotations)
+
+    @single_threaded_blas
+    def prepare(self, src: np.ndarray, ref: np.ndarray) -> Callable[[np.ndarray], list[Prediction]]:
+        """What :meth:`hypotheses` computes once for a pair (the pyramids, the reference's
+        features, both embeddings), and a function that runs the hypotheses
+        ``rotations (H, 3, 3)`` on it, as often as asked. A rotation may be improper (a
+        reflection): a reflected pyramid is the pyramid of the reflected cloud, and the
+        embeddings (distances and angles) do not change either, so the mirror image of the
+        source costs one hypothesis (:mod:`pcreg.registration.mirror`)."""
         with _Lanes() as lanes:
             src_pyr, ref_pyr = self._pyramids(src, ref, lanes)
             ref_enc, src_emb = lanes.both(
@@ -176,13 +185,18 @@ class OnnxRegistrar:
             )
             ref_emb = self._embedding(ref_enc)
 
-            def one(rot: np.ndarray) -> Prediction:
-                start = time.perf_counter()
-                r32 = np.asarray(rot, np.float32)
-                turned = src_pyr._replace(points=[p @ r32.T for p in src_pyr.points])
-                return self._predict(self._backbone(turned), ref_enc, src_emb, ref_emb, start)
+        def one(rot: np.ndarray) -> Prediction:
+            start = time.perf_counter()
+            r32 = np.asarray(rot, np.float32)
+            turned = src_pyr._replace(points=[p @ r32.T for p in src_pyr.points])
+            return self._predict(self._backbone(turned), ref_enc, src_emb, ref_emb, start)
 
-            return lanes.map(one, list(np.asarray(rotations)))
+        @single_threaded_blas
+        def run(rotations: np.ndarray) -> list[Prediction]:
+            with _Lanes() as lanes:
+                return lanes.map(one, list(np.asarray(rotations)))
+
+        return run
 
     # -- the steps -----------------------------------------------------------------------
 

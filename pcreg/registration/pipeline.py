@@ -293,12 +293,13 @@ class Registration:
             raise ValueError("this pipeline chooses its model per pair: name one")
         return self.networks(name, self.device)
 
-    def search_for(self, loaded: LoadedNetwork) -> OrientationSearch:
-        """The orientation search over a loaded network with this pipeline's settings."""
+    def search_for(self, loaded: LoadedNetwork, limit: int | None = None) -> OrientationSearch:
+        """The orientation search over a loaded network with this pipeline's settings
+        (``limit``: the most orientation hypotheses run, the best-ranked)."""
         from pcreg.registration.search import OrientationSearch
 
         config = replace(loaded.search, **self.search_overrides)
-        return OrientationSearch.from_config(loaded.network, config)
+        return OrientationSearch.from_config(loaded.network, config, limit)
 
     # -- steps 2-4 ---------------------------------------------------------------------------
 
@@ -447,6 +448,8 @@ class Registration:
         origins: np.ndarray,
         scale: float = 1.0,
         support: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+        probe: bool = True,
+        icp_iterations: int = ICP_ITERATIONS,
     ) -> RegistrationResult:
         """ICP when asked (in the working frame), the verification of the estimate
         (:func:`~pcreg.registration.verify.verify`, at the setting's voxel: its contrast is
@@ -455,7 +458,10 @@ class Registration:
         ``origins``) were multiplied by it (:mod:`~pcreg.registration.scale`); the result is
         divided back into the user's units. ``support``: a network's correspondences
         ``(src (K, 3), ref (K, 3), scores (K,))`` in the same frame to measure the estimate's
-        agreement with, for an estimate the network did not make (FPFH + RANSAC's)."""
+        agreement with, for an estimate the network did not make (FPFH + RANSAC's). ``probe``:
+        also measure the margin to the best different pose (the symmetry probe) and the fit's
+        constraint (False: only the fit is wanted, as by the mirror check). ``icp_iterations``:
+        ICP's cap."""
         net = support  # the network's own correspondences, which ICP's replace
         if result.method == "geotransformer":
             net = (result.src_corr_points, result.ref_corr_points, result.corr_scores)
@@ -469,7 +475,7 @@ class Registration:
             ref_down = downsample_with_normals(ref, plan.voxel)
             if plan.voxel == plan.setting.voxel_size:
                 down = (np.array(src_down.points), np.array(ref_down.points))
-            refined = icp_refine(src_down, ref_down, result.transform, plan.voxel, ICP_ITERATIONS,
+            refined = icp_refine(src_down, ref_down, result.transform, plan.voxel, icp_iterations,
                                  tolerance=ICP_TOLERANCE)  # fmt: skip
             result.timings["icp"] = time.perf_counter() - t0
             result.transform = refined.transform
@@ -484,7 +490,7 @@ class Registration:
         # at the setting's voxel, where its thresholds were measured (not a --voxel-size)
         check = verify(*(down or (src, ref)), result.transform, plan.setting.voxel_size, agrees,
                        voxelised=down is not None)  # fmt: skip
-        if check.inliers:  # the margin to the best different pose
+        if check.inliers and probe:  # the margin to the best different pose
             from pcreg.geometry.clouds import downsample_with_normals
 
             if down is None:

@@ -224,6 +224,7 @@ class RegistrationResult:
                 if self.verdict is None or self.verdict.rival_transform is None
                 else np.asarray(self.verdict.rival_transform).tolist()
             ),
+            "mirror": None if self.verdict is None else self.verdict.mirror,
             "readings": list(self.readings),
             "dropped_invalid": list(self.dropped_invalid),
             "estimates": [] if self.verdict is None else self.verdict.to_dict()["candidates"],

@@ -26,8 +26,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
@@ -36,6 +37,7 @@ from pcreg.config import ORIENTATION_SEARCHES, SearchConfig
 from pcreg.engine.threads import single_threaded_blas
 from pcreg.geometry.cube_ranking import cube_hypothesis_scores
 from pcreg.geometry.manhattan import CUBE_ROTATIONS, estimate_manhattan_frame
+from pcreg.registration.mirror import REFLECTION, mirrored
 from pcreg.registration.prediction import Prediction
 
 if TYPE_CHECKING:
@@ -66,6 +68,10 @@ class Hypotheses:
     ref_frame: np.ndarray
     rotations: np.ndarray
     labels: list[str] = field(default_factory=list)
+    #: ``rank_mirror(k)``: the ``k`` best rotations ``(k, 3, 3)`` for the source's mirror
+    #: image in the source frame (the source as the search sees it, reflected in its first
+    #: axis: ``src_frame`` rows with the first negated); None: the identity alone
+    rank_mirror: Callable[[int], np.ndarray] | None = None
 
 
 class HypothesisSource(Protocol):
@@ -99,6 +105,8 @@ class ManhattanHypotheses:
             at least this share of the normals (summed over the three axes): 500 random points
             of a 3DMatch scan hold 0.2 (too sparse for their normals), and the cube
             hypotheses still register them onto the full scan.
+        limit: at most this many hypotheses, the best-ranked (None: every one ``keep``
+            keeps).
     """
 
     name = "manhattan"
@@ -114,11 +122,13 @@ class ManhattanHypotheses:
         keep: float = 0.7,
         rank_voxel: float = 0.2,
         min_support: float = MIN_SUPPORT,
+        limit: int | None = None,
     ) -> None:
         self.frame_voxel = frame_voxel
         self.keep = keep
         self.rank_voxel = rank_voxel
         self.min_support = min_support
+        self.limit = limit
 
     @single_threaded_blas
     def propose(self, src: np.ndarray, ref: np.ndarray) -> Hypotheses | None:
@@ -143,9 +153,23 @@ class ManhattanHypotheses:
             )
             candidates = np.argsort(-rank, kind="stable")
             candidates = candidates[rank[candidates] >= self.keep * rank.max()]
+        candidates = candidates[: self.limit]
+
+        def rank_mirror(k: int) -> np.ndarray:
+            flip = np.array([-1.0, 1.0, 1.0])  # the canonical source reflected in x
+            rank = cube_hypothesis_scores(
+                (f_src.points @ src_rot.T) * flip,
+                (f_src.normals @ src_rot.T) * flip,
+                f_ref.points @ ref_rot.T,
+                f_ref.normals @ ref_rot.T,
+                voxel=self.rank_voxel,
+            )
+            return CUBE_ROTATIONS[np.argsort(-rank, kind="stable")[:k]]
+
         return Hypotheses(
-            src_rot, ref_rot, CUBE_ROTATIONS[candidates], [f"cube {int(i)}" for i in candidates]
-        )
+            src_rot, ref_rot, CUBE_ROTATIONS[candidates], [f"cube {int(i)}" for i in candidates],
+            rank_mirror,
+        )  # fmt: skip
 
 
 @dataclass
@@ -160,6 +184,11 @@ class SearchResult:
     #: every hypothesis's estimate ``(4, 4)`` (for the pair as given) and its support, the
     #: winner's included: how well the best *different* pose is supported
     alternatives: list[tuple[np.ndarray, float]] = field(default_factory=list)
+    #: ``mirror(k)``: the network's best-supported estimate for the source's mirror image
+    #: (:func:`~pcreg.registration.mirror.mirrored`) onto the reference under the ``k``
+    #: best-ranked orientation hypotheses, its transform for the mirror image as given,
+    #: reusing the search's pyramids and reference features where the network allows
+    mirror: Callable[[int], Prediction] | None = None
 
 
 class OrientationSearch:
@@ -187,13 +216,15 @@ class OrientationSearch:
 
     @classmethod
     def from_config(
-        cls, network: Registrar | OnnxRegistrar, config: SearchConfig
+        cls, network: Registrar | OnnxRegistrar, config: SearchConfig, limit: int | None = None
     ) -> OrientationSearch:
-        """The sources a :class:`SearchConfig` names, for this network."""
+        """The sources a :class:`SearchConfig` names, for this network (``limit``: the most
+        Manhattan hypotheses run, the best-ranked; None: as the config keeps)."""
         if config.orientation_search == "manhattan":
             voxel = max(0.05, network.config.voxel_size)
+            keep, rank_voxel = config.orientation_keep, config.orientation_rank_voxel
             sources: list[HypothesisSource] = [
-                ManhattanHypotheses(voxel, config.orientation_keep, config.orientation_rank_voxel)
+                ManhattanHypotheses(voxel, keep, rank_voxel, limit=limit)
             ]
         else:
             sources = [IdentityHypotheses()]
@@ -213,10 +244,13 @@ class OrientationSearch:
         if self.plain:
             pred = self.network(src, ref)
             support = pred.consensus(self.acceptance_radius)
-            return SearchResult(pred, support, "identity", 1, [(pred.transform, support)])
+            found = SearchResult(pred, support, "identity", 1, [(pred.transform, support)])
+            found.mirror = lambda k: self.network(mirrored(src), ref)
+            return found
         best: SearchResult | None = None
         tried = 0
         alternatives: list[tuple[np.ndarray, float]] = []
+        mirror = None
         for source in self.sources:
             hyp = source.propose(src, ref)
             if hyp is None or len(hyp.rotations) == 0:
@@ -224,7 +258,12 @@ class OrientationSearch:
                 continue
             src_c = np.asarray(src, np.float64) @ hyp.src_frame.T
             ref_c = np.asarray(ref, np.float64) @ hyp.ref_frame.T
-            preds = self.network.hypotheses(src_c, ref_c, hyp.rotations)
+            prepare = getattr(self.network, "prepare", None)
+            if prepare is not None:
+                run = prepare(src_c, ref_c)
+            else:
+                run = partial(self.network.hypotheses, src_c, ref_c)
+            preds = run(hyp.rotations)
             tried += len(preds)
             for pred, rot, label in zip(preds, hyp.rotations, hyp.labels, strict=True):
                 support = pred.consensus(self.acceptance_radius)
@@ -234,14 +273,46 @@ class OrientationSearch:
                     best = SearchResult(
                         pred.rotated(rot @ hyp.src_frame, hyp.ref_frame), support, label, 0
                     )
+                    mirror = self._mirror_of(hyp, run, prepare is not None, src_c, ref_c)
         if best is None and not as_given:
             return None
         if best is None:  # no source applied: the pair as given
             pred = self.network(src, ref)
             best = SearchResult(pred, pred.consensus(self.acceptance_radius), "identity", 0)
+            mirror = lambda k: self.network(mirrored(src), ref)  # noqa: E731
             tried = 1
+        best.mirror = mirror
         best.tried = tried
         best.alternatives = alternatives or [(best.prediction.transform, best.support)]
         best.prediction.time_s = time.perf_counter() - start
         logger.debug("orientation search: %d hypotheses run, %s chosen", tried, best.hypothesis)
         return best
+
+    def _mirror_of(
+        self,
+        hyp: Hypotheses,
+        run: Callable[[np.ndarray], list[Prediction]],
+        reusable: bool,
+        src_c: np.ndarray,
+        ref_c: np.ndarray,
+    ) -> Callable[[int], Prediction] | None:
+        """:attr:`SearchResult.mirror` for the hypotheses ``hyp`` of one source: the mirror
+        image's ``k`` best-ranked rotations, run by ``run`` (``reusable``: it takes improper
+        rotations on the canonical source's pyramid) or on the reflected canonical source."""
+        if hyp.rank_mirror is None:
+            return None
+        flip = np.diag([-1.0, 1.0, 1.0])
+
+        def mirror(k: int) -> Prediction:
+            rotations = hyp.rank_mirror(k)
+            if reusable:
+                preds = run(rotations @ flip)  # improper: rot @ flip on the canonical source
+            else:
+                preds = self.network.hypotheses(src_c @ flip, ref_c, rotations)
+            supports = [p.consensus(self.acceptance_radius) for p in preds]
+            i = int(np.argmax(supports))
+            # the network saw rot @ flip @ src_frame @ src = (that @ reflection) @ mirrored(src)
+            to_image = rotations[i] @ flip @ hyp.src_frame @ REFLECTION
+            return preds[i].rotated(to_image, hyp.ref_frame)
+
+        return mirror

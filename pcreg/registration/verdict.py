@@ -32,6 +32,7 @@ as ``pcreg/weights/verdict.json`` beside the networks it judges.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -103,6 +104,11 @@ class Candidate:
     score: float = 0.0
     #: which step of the search made it (0, 1, ...): the search is judged after each step
     step: int = 0
+    #: that step's name (:data:`pcreg.registration.auto.SCENE_STEPS` or ``OBJECT_STEPS``)
+    stage: str = ""
+    #: the measurements of the same search's estimates for the source's mirror image, on
+    #: demand (:func:`~pcreg.registration.mirror.mirror_check`; None: search it anew)
+    mirror: Callable[[], list[dict[str, float]]] | None = field(default=None, repr=False)
 
     @property
     def transform(self) -> np.ndarray:
@@ -302,11 +308,15 @@ class Verdict:
     #: the source's centre ``(3,)`` and the reference's extent the poses were compared with
     centre: np.ndarray | None = None
     diagonal: float = 0.0
+    #: the mirror check where it ran (:func:`~pcreg.registration.mirror.mirror_check`): the
+    #: best estimate's both-way fitness and its mirror image's (None: no estimate)
+    mirror: dict[str, float | None] | None = None
 
     def to_dict(self) -> dict[str, object]:
         return {
             "score": None if self.best is None else round(float(self.best.score), 4),
             "rival": None if self.rival is None else self.rival.summary(),
+            "mirror": self.mirror,
             "candidates": [c.summary() for c in self.candidates],
         }
 

@@ -1,0 +1,98 @@
+"""The mirror check (:mod:`pcreg.registration.mirror`): its rule on stand-in verdicts, and the
+orientation search's estimate for the mirror image on a real pair (the frame bookkeeping)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from pcreg.errors import InputError
+from pcreg.registration.mirror import CONGRUENT_FIT, REFLECTION, mirror_check, mirrored
+
+
+def _verdict(fit: float, obj: bool = False):
+    best = SimpleNamespace(features={"fitness": fit, "reverse_fitness": fit + 0.05},
+                           result=SimpleNamespace(object=obj))  # fmt: skip
+    return SimpleNamespace(registered=True, best=best, reason="", mirror=None)
+
+
+def _fits(value: float | None, calls: list[int]):
+    def fits(best):
+        calls.append(1)
+        return [] if value is None else [{"fitness": value, "reverse_fitness": value}]
+
+    return fits
+
+
+def test_mirrored_is_a_reflection():
+    pts = np.random.default_rng(0).normal(size=(20, 3))
+    assert np.allclose(mirrored(pts), pts @ REFLECTION)
+    assert np.allclose(mirrored(mirrored(pts)), pts)
+    assert np.linalg.det(REFLECTION) == pytest.approx(-1.0)
+
+
+def test_a_mirror_image_that_fits_better_refuses_the_registration():
+    verdict, calls = _verdict(0.5), []
+    mirror_check(verdict, _fits(0.95, calls))
+    assert not verdict.registered and calls == [1]
+    assert verdict.reason.startswith("mirror:") and "95 % against 50 %" in verdict.reason
+    assert verdict.mirror == {"fit": 0.5, "mirror_fit": 0.95}
+
+
+@pytest.mark.parametrize("other", [0.3, 0.55])
+def test_a_mirror_image_that_fits_worse_or_barely_better_leaves_it_registered(other):
+    """0.55 against 0.5: a box room fits its mirror image about as well as itself."""
+    verdict, calls = _verdict(0.5), []
+    mirror_check(verdict, _fits(other, calls))
+    assert verdict.registered and verdict.reason == "" and calls == [1]
+    assert verdict.mirror == {"fit": 0.5, "mirror_fit": other}
+
+
+def test_no_mirror_estimate_leaves_it_registered():
+    verdict, calls = _verdict(0.5), []
+    mirror_check(verdict, _fits(None, calls))
+    assert verdict.registered and verdict.mirror == {"fit": 0.5, "mirror_fit": None}
+
+
+@pytest.mark.parametrize("case", ["congruent fit", "object", "not registered"])
+def test_the_check_does_not_run_where_it_cannot_matter(case):
+    verdict, calls = _verdict(CONGRUENT_FIT if case == "congruent fit" else 0.5), []
+    if case == "object":
+        verdict.best.result.object = True
+    if case == "not registered":
+        verdict.registered = False
+    mirror_check(verdict, _fits(1.0, calls))
+    assert calls == [] and verdict.mirror is None
+    assert verdict.registered == (case != "not registered")
+
+
+def test_a_refused_mirror_image_leaves_it_registered():
+    verdict = _verdict(0.5)
+
+    def refused(best):
+        raise InputError("src", "too few points")
+
+    mirror_check(verdict, refused)
+    assert verdict.registered and verdict.mirror is None
+
+
+@pytest.mark.data
+def test_the_search_estimates_the_mirror_image_in_its_own_frame(shared_data):
+    """Searched on (a mirrored fragment, its reference), the search's mirror estimate is for
+    the mirror of the mirror: the real fragment, whose true pose it must give."""
+    from pcreg.registration.pipeline import Registration
+
+    root = shared_data / "geotransformer_repo" / "demo"
+    src, ref, gt = (np.load(root / f"{n}.npy").astype(np.float64) for n in ("src", "ref", "gt"))
+    pipe = Registration()
+    search = pipe.search_for(pipe.loaded("indoor"))
+    found = search(mirrored(src), ref)
+    pred = found.mirror(2)
+    rot = pred.transform[:3, :3]
+    assert np.linalg.det(rot) == pytest.approx(1.0)
+    angle = np.degrees(np.arccos(np.clip((np.trace(gt[:3, :3].T @ rot) - 1) / 2, -1, 1)))
+    moved = src @ pred.transform[:3, :3].T + pred.transform[:3, 3]
+    truth = src @ gt[:3, :3].T + gt[:3, 3]
+    assert angle < 5.0 and np.sqrt(np.mean(np.sum((moved - truth) ** 2, 1))) < 0.15
