@@ -85,11 +85,14 @@ def register_auto(
     :data:`~pcreg.registration.checks.MAX_INSIDE_RATIO`) is an object in a scene
     (:func:`~pcreg.registration.inside.register_inside`) and only that; from
     :data:`~pcreg.registration.inside.INSIDE_FALLBACK_RATIO` on it is searched so too
-    where the scene path refuses it or does not register it. Not with a named ``model``."""
+    where the scene path does not register it, and from
+    :data:`~pcreg.registration.inside.INSIDE_SMALL_RATIO` on where the scene path finds the
+    smaller cloud too small for its voxel. Not with a named ``model``."""
     from pcreg.registration.checks import MAX_INSIDE_RATIO, TooFewPointsError
     from pcreg.registration.inside import (
         INSIDE_FALLBACK_RATIO,
         INSIDE_RATIO,
+        INSIDE_SMALL_RATIO,
         inside_ratio,
         register_inside,
     )
@@ -108,7 +111,7 @@ def register_auto(
     try:
         result = _register_scene(pipe, src, ref, names, origins, start, exhaustive)
     except TooFewPointsError:  # the small cloud vanishes at the scene's voxel; any other
-        if not (inside and ratio > INSIDE_FALLBACK_RATIO):  # refusal (memory cap, ...) stands
+        if not (inside and ratio > INSIDE_SMALL_RATIO):  # refusal (memory cap, ...) stands
             raise
         return searched_inside()
     if inside and ratio > INSIDE_FALLBACK_RATIO and not result.registered:

@@ -59,6 +59,7 @@ from pcreg.registration.inside_verdict import (
 
 __all__ = [
     "INSIDE_RATIO",
+    "INSIDE_SMALL_RATIO",
     "MAX_INSIDE_RATIO",
     "InsideSearch",
     "find_inside",
@@ -76,6 +77,11 @@ INSIDE_RATIO = 10.0
 #: from this ratio on, a pair the scene path does not register is searched as an object in a
 #: scene too (a 0.5 m object in a 3 m scene keeps too few points at the 5 cm voxel)
 INSIDE_FALLBACK_RATIO = 4.0
+#: from this ratio on, a pair whose smaller cloud is too small for the network at the scene's
+#: voxel is searched as an object in a scene (else the refusal stands: exit 2). Crops 0.5 m
+#: around a point of a 3DMatch fragment (ratios 3.5-3.9, 5-7 superpoints at 0.4 m) were
+#: refused as input; two equal clouds have ratio 1
+INSIDE_SMALL_RATIO = 2.0
 #: the fine voxel: the small cloud's extent over this
 FINE_DIVS = 30.0
 #: the coarse voxel: the small cloud's extent over this, and the most points the large cloud

@@ -132,3 +132,38 @@ def test_a_real_scan_mirrored_onto_itself_is_refused_as_a_mirror(name):
     scan = scans[name]
     result = pcreg.register(scan * np.array([-1.0, 1.0, 1.0]), scan)
     assert not result.registered, (result.method_used, result.verdict.mirror)
+
+
+def _crop(cloud: np.ndarray, at: int, radius: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """A ball of ``cloud`` around its point ``at``, moved by a seeded random motion; returns
+    the moved ball and the true ``T_ref_src`` (the inverse motion)."""
+    from scipy.spatial import cKDTree
+
+    ball = cloud[cKDTree(cloud).query_ball_point(cloud[at], radius)]
+    motion = np.eye(4)
+    motion[:3, :3] = Rotation.random(random_state=seed).as_matrix()
+    motion[:3, 3] = [0.5, -1.0, 0.3]
+    return ball @ motion[:3, :3].T + motion[:3, 3], np.linalg.inv(motion)
+
+
+def test_a_crop_too_small_for_the_network_is_searched_inside_the_scan():
+    """A 0.5 m ball of a 3DMatch fragment (extent ratio 3.5, 7 superpoints at the network's
+    0.4 m) was refused as input (exit 2); it is now searched as an object in the scan."""
+    from conftest import SHARED_DATA
+
+    path = SHARED_DATA / "regtr_3dmatch_fragments" / "7-scenes-redkitchen" / "cloud_bin_5.npy"
+    if not path.is_file():
+        pytest.skip(f"{path} not found")
+    scan = np.load(path).astype(np.float64)
+    crop, gt = _crop(scan, 5000, 0.5, 3)
+    result = pcreg.register(crop, scan)
+    assert result.method_used == "object-in-scene"
+    assert result.registered, result.reason
+    err = pose_errors(result.transform, gt, crop)
+    assert err["rre_deg"] < 2.0 and err["rmse_m"] < 0.02, err
+    # a ball of a generated room has no place in the real scan
+    from pcreg.data.synthetic.pairs import indoor_fragments
+
+    room = indoor_fragments(2_600_000, num_fragments=1)[0][0].astype(np.float64)
+    alien, _ = _crop(room, 1170, 0.5, 4)
+    assert not pcreg.register(alien, scan).registered
