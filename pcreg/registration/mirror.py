@@ -16,7 +16,7 @@ source, the same search for both; ``pcreg.register``):
 
 * mirrored scans against their original or another frame: 1.87-2.7x (3DMatch 1.99 and 2.04,
   KITTI 2.7, TUM 1.87 and 1.87);
-* right registrations of real pairs: 0.30-0.61x (3DMatch, KITTI, TUM, the bunny in metres and
+* right registrations of real pairs: 0.30-0.70x (3DMatch, KITTI, TUM, the bunny in metres and
   millimetres, the dragon), 0.89x on the lowest-overlap pair (two bunny views 90 deg apart,
   43 % overlap: a bunny is nearly mirror-symmetric left to right).
 
