@@ -114,7 +114,8 @@ def register_auto(
         if not (inside and ratio > INSIDE_SMALL_RATIO):  # refusal (memory cap, ...) stands
             raise
         return searched_inside()
-    if inside and ratio > INSIDE_FALLBACK_RATIO and not result.registered:
+    mirror = result.verdict is not None and result.verdict.reason.startswith("mirror:")
+    if inside and ratio > INSIDE_FALLBACK_RATIO and not result.registered and not mirror:
         found = searched_inside()
         if found.registered:
             return found
@@ -190,6 +191,11 @@ def _register_scene(
                 )
             found += new
             verdict = judge(found, model, centre, diagonal)
+            if exhaustive or not verdict.registered:
+                # an estimate not registered after its own step never is later (candidates
+                # only add rivals): the mirror check will not need its search's work
+                for cand in new:
+                    cand.mirror = None
             for cand in new:
                 logger.info(
                     "units %s (x%.4g), %s: score %.2f, confidence %.2f",
@@ -212,16 +218,19 @@ def _register_scene(
         entry["best_score"] = round(max(scores), 4) if scores else None
     if verdict.registered and not exhaustive:
         _mirror_check(pipe, verdict, src, ref, names, origins, start)
+    for cand in found:  # the searches' pyramids and networks: neither kept nor pickled
+        cand.mirror = None
     if verdict.registered and pipe.strict:
         _strict(pipe, verdict, found, centre, diagonal, src, ref, names, origins, start)
     result = verdict.best.result
     result.verdict = verdict
     result.readings = tried
+    result.timings["total"] = time.perf_counter() - start  # the checks after the estimate too
     return result
 
 
-#: the mirror check's learned step runs the best-ranked orientation hypotheses only (the main
-#: search runs up to 9 on a 3DMatch pair, whose mirror image it would double the time of)
+#: the mirror check's learned estimate runs the mirror image's best-ranked orientation
+#: hypotheses only (the main search runs up to 9 on a 3DMatch pair)
 MIRROR_HYPOTHESES = 2
 #: and its ICP stops after this many iterations (the pipeline's cap is 100; a mirror image
 #: that fits converges from the network's estimate in a few, one that does not runs to the cap)
@@ -239,9 +248,8 @@ def _mirror_check(pipe, verdict, src, ref, names, origins, start) -> None:
         scale, image = best.result.scale, mirrored(src)
         plan = pipe.plan(image * scale, ref * scale, names, model=best.result.model)
         s, r, o = plan.clean(image * scale, ref * scale, origins * scale)
-        step = best.stage or ("learned" if best.path == "geotransformer" else "classical")
-        found = _attempt(pipe, plan, step, s, r, o, scale, start, MIRROR_HYPOTHESES, probe=False)
-        return [c.features for c in found]
+        step = best.stage
+        return [c.features for c in _attempt(pipe, plan, step, s, r, o, scale, start, light=True)]
 
     mirror_check(verdict, mirror_fits)
 
@@ -349,26 +357,28 @@ def _attempt(
     origins: np.ndarray,
     scale: float,
     start: float,
-    limit: int | None = None,
-    probe: bool = True,
+    light: bool = False,
 ) -> list[Candidate]:
     """One step of the module doc on the scaled, cleaned pair: its finished estimates as
-    candidates, in the user's frame (none: the step does not apply). ``limit``: the most
-    orientation hypotheses the learned step runs (None: the search's own choice); ``probe``:
-    :meth:`~pcreg.registration.pipeline.Registration._finish`'s (False: the fit alone)."""
+    candidates, in the user's frame (none: the step does not apply). ``light``: only the fit
+    is wanted (the mirror check): no symmetry probe, ICP capped at
+    :data:`MIRROR_ICP_ITERATIONS`."""
+    finish = pipe._finish
+    if light:
+        finish = partial(pipe._finish, probe=False, icp_iterations=MIRROR_ICP_ITERATIONS)
     from pcreg.registration.verdict import Candidate, candidate_features, hypothesis_margin
 
     if step.startswith("learned"):  # the network under its orientation search
         t0 = time.perf_counter()
         # on objects only where a hypothesis source applies (a small Manhattan room)
-        found = pipe.search_for(plan.loaded, limit)(src, ref, as_given=step == "learned")
+        found = pipe.search_for(plan.loaded)(src, ref, as_given=step == "learned")
         if found is None:
             return []
         margin = hypothesis_margin(found, src, ref)
         result = pipe._learned(plan, found.prediction, found.hypothesis)
         result.timings["register"] = time.perf_counter() - t0
         result.method_used = "geotransformer"
-        result = pipe._finish(result, plan, src, ref, start, origins, scale, probe=probe)
+        result = finish(result, plan, src, ref, start, origins, scale)
         cand = Candidate(result, candidate_features(result, margin, fpfh=False))
         if found.mirror is not None:
             cand.mirror = partial(_mirror_features, pipe, plan, found.mirror, src, ref, origins,
@@ -388,14 +398,13 @@ def _attempt(
         net_time = time.perf_counter() - t0
     out = []
     support = None if net is None else (net.src_corr_points, net.ref_corr_points, net.corr_scores)
-    finished = pipe._finish(classical, plan, src, ref, start, origins, scale, support=support,
-                            probe=probe)  # fmt: skip
+    finished = finish(classical, plan, src, ref, start, origins, scale, support=support)
     out.append(Candidate(finished, candidate_features(finished, 0.0, fpfh=True, alone=True)))
     if net is not None:
         refined = pipe._learned(plan, net, "fpfh-ransac")
         refined.timings["register"] = net_time
         refined.method_used = "fpfh-ransac+geotransformer"
-        refined = pipe._finish(refined, plan, src, ref, start, origins, scale, probe=probe)
+        refined = finish(refined, plan, src, ref, start, origins, scale)
         out.append(Candidate(refined, candidate_features(refined, 0.0, fpfh=True)))
     if step != "classical":  # objects: the network must confirm FPFH's pose (none: nothing)
         out = out[1:]

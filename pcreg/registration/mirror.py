@@ -6,7 +6,7 @@ scan onto its mirror image: a floor, a wall, a road, a desk. A scan mirrored in 
 that flips an axis, a left-handed frame) and registered onto the original was registered with
 confidence on real scans: 3DMatch fragments, a KITTI scan and TUM RGB-D frames, 9 of 9
 (scores 0.62-0.98; a hostile run of ``pcreg register`` on ``../shared`` data), the best rigid
-pose fitting 37-53 % of the source both ways. The verdict's measurements cannot tell such a
+pose fitting 36-53 % of the source both ways. The verdict's measurements cannot tell such a
 pose from a right one at the same overlap: a real 3DMatch pair also fits 52 %.
 
 What tells them apart: the mirror image of a mirrored scan is the original, so registered the
@@ -14,8 +14,8 @@ same way it fits the reference far better than the source does. Measured (fitnes
 source onto the reference at the registration's voxel, the source's mirror image over the
 source, the same search for both; ``pcreg.register``):
 
-* mirrored scans against their original or another frame: 1.87-2.7x (3DMatch 1.99 and 2.04,
-  KITTI 2.7, TUM 1.87 and 1.87);
+* mirrored scans against their original or another frame: 1.87-2.75x (3DMatch 1.99 and 2.04,
+  KITTI 2.75, TUM 1.87 and 1.87);
 * right registrations of real pairs: 0.30-0.70x (3DMatch, KITTI, TUM, the bunny in metres and
   millimetres, the dragon), 0.89x on the lowest-overlap pair (two bunny views 90 deg apart,
   43 % overlap: a bunny is nearly mirror-symmetric left to right).
@@ -31,9 +31,10 @@ scans of one place fit more (KITTI 0.93-0.98, TUM 0.85-0.99, the bunny and drago
 for the mirror image's estimate: where the network's orientation search made the estimate,
 two more hypotheses on the search's own pyramids and reference features (a reflected pyramid
 is the reflected cloud's, :meth:`~pcreg.registration.onnx_network.OnnxRegistrar.prepare`),
-then ICP (at most 20 iterations) and the verification, without the symmetry probe: +0.12-0.13
-s on three real 3DMatch pairs (0.25-0.36 s without the check, median of 7, AMD EPYC 2 cores);
-an estimate of another step searches the mirror image anew with that step.
+then ICP (at most 20 iterations) and the verification, without the symmetry probe: +0.13-0.14
+s on the two 3DMatch pairs of ``../shared/data`` (0.31 / 0.38 -> 0.44 / 0.51 s, medians of 5
+in three alternating rounds, AMD EPYC 2 cores; ``tools/time_default_path.py``). An estimate
+of another step (FPFH + RANSAC's) searches the mirror image anew with that step.
 
 The ratio is 1.2, not 1: a generated box room fits its mirror image nearly as well as itself
 (the suite's generated room pair 1.09, refused at 1.0 though right), and the real mirrors lie

@@ -293,13 +293,12 @@ class Registration:
             raise ValueError("this pipeline chooses its model per pair: name one")
         return self.networks(name, self.device)
 
-    def search_for(self, loaded: LoadedNetwork, limit: int | None = None) -> OrientationSearch:
-        """The orientation search over a loaded network with this pipeline's settings
-        (``limit``: the most orientation hypotheses run, the best-ranked)."""
+    def search_for(self, loaded: LoadedNetwork) -> OrientationSearch:
+        """The orientation search over a loaded network with this pipeline's settings."""
         from pcreg.registration.search import OrientationSearch
 
         config = replace(loaded.search, **self.search_overrides)
-        return OrientationSearch.from_config(loaded.network, config, limit)
+        return OrientationSearch.from_config(loaded.network, config)
 
     # -- steps 2-4 ---------------------------------------------------------------------------
 

@@ -105,8 +105,6 @@ class ManhattanHypotheses:
             at least this share of the normals (summed over the three axes): 500 random points
             of a 3DMatch scan hold 0.2 (too sparse for their normals), and the cube
             hypotheses still register them onto the full scan.
-        limit: at most this many hypotheses, the best-ranked (None: every one ``keep``
-            keeps).
     """
 
     name = "manhattan"
@@ -122,13 +120,11 @@ class ManhattanHypotheses:
         keep: float = 0.7,
         rank_voxel: float = 0.2,
         min_support: float = MIN_SUPPORT,
-        limit: int | None = None,
     ) -> None:
         self.frame_voxel = frame_voxel
         self.keep = keep
         self.rank_voxel = rank_voxel
         self.min_support = min_support
-        self.limit = limit
 
     @single_threaded_blas
     def propose(self, src: np.ndarray, ref: np.ndarray) -> Hypotheses | None:
@@ -153,13 +149,11 @@ class ManhattanHypotheses:
             )
             candidates = np.argsort(-rank, kind="stable")
             candidates = candidates[rank[candidates] >= self.keep * rank.max()]
-        candidates = candidates[: self.limit]
 
         def rank_mirror(k: int) -> np.ndarray:
-            flip = np.array([-1.0, 1.0, 1.0])  # the canonical source reflected in x
-            rank = cube_hypothesis_scores(
-                (f_src.points @ src_rot.T) * flip,
-                (f_src.normals @ src_rot.T) * flip,
+            rank = cube_hypothesis_scores(  # the canonical source reflected in x
+                mirrored(f_src.points @ src_rot.T),
+                mirrored(f_src.normals @ src_rot.T),
                 f_ref.points @ ref_rot.T,
                 f_ref.normals @ ref_rot.T,
                 voxel=self.rank_voxel,
@@ -216,15 +210,13 @@ class OrientationSearch:
 
     @classmethod
     def from_config(
-        cls, network: Registrar | OnnxRegistrar, config: SearchConfig, limit: int | None = None
+        cls, network: Registrar | OnnxRegistrar, config: SearchConfig
     ) -> OrientationSearch:
-        """The sources a :class:`SearchConfig` names, for this network (``limit``: the most
-        Manhattan hypotheses run, the best-ranked; None: as the config keeps)."""
+        """The sources a :class:`SearchConfig` names, for this network."""
         if config.orientation_search == "manhattan":
             voxel = max(0.05, network.config.voxel_size)
-            keep, rank_voxel = config.orientation_keep, config.orientation_rank_voxel
             sources: list[HypothesisSource] = [
-                ManhattanHypotheses(voxel, keep, rank_voxel, limit=limit)
+                ManhattanHypotheses(voxel, config.orientation_keep, config.orientation_rank_voxel)
             ]
         else:
             sources = [IdentityHypotheses()]
@@ -301,18 +293,17 @@ class OrientationSearch:
         rotations on the canonical source's pyramid) or on the reflected canonical source."""
         if hyp.rank_mirror is None:
             return None
-        flip = np.diag([-1.0, 1.0, 1.0])
 
         def mirror(k: int) -> Prediction:
             rotations = hyp.rank_mirror(k)
-            if reusable:
-                preds = run(rotations @ flip)  # improper: rot @ flip on the canonical source
+            if reusable:  # improper: rot @ R on the canonical source's own pyramid
+                preds = run(rotations @ REFLECTION)
             else:
-                preds = self.network.hypotheses(src_c @ flip, ref_c, rotations)
+                preds = self.network.hypotheses(mirrored(src_c), ref_c, rotations)
             supports = [p.consensus(self.acceptance_radius) for p in preds]
             i = int(np.argmax(supports))
-            # the network saw rot @ flip @ src_frame @ src = (that @ reflection) @ mirrored(src)
-            to_image = rotations[i] @ flip @ hyp.src_frame @ REFLECTION
+            # the network saw rot @ R @ src_frame @ src = (that @ R) @ mirrored(src), R = R^-1
+            to_image = rotations[i] @ REFLECTION @ hyp.src_frame @ REFLECTION
             return preds[i].rotated(to_image, hyp.ref_frame)
 
         return mirror

@@ -308,8 +308,9 @@ class Verdict:
     #: the source's centre ``(3,)`` and the reference's extent the poses were compared with
     centre: np.ndarray | None = None
     diagonal: float = 0.0
-    #: the mirror check where it ran (:func:`~pcreg.registration.mirror.mirror_check`): the
-    #: best estimate's both-way fitness and its mirror image's (None: no estimate)
+    #: the mirror check where it ran (:func:`~pcreg.registration.mirror.mirror_check`; None:
+    #: it did not run): the best estimate's both-way fitness and its mirror image's (None: the
+    #: search gave the mirror image no estimate)
     mirror: dict[str, float | None] | None = None
 
     def to_dict(self) -> dict[str, object]:

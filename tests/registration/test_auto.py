@@ -158,8 +158,8 @@ def test_strict_exit_code(capsys, tmp_path, room_pair, monkeypatch):
 
     real_attempt = auto._attempt
 
-    def turned_classical(pipe, plan, step, *args):
-        found = real_attempt(pipe, plan, step, *args)
+    def turned_classical(pipe, plan, step, *args, **kwargs):
+        found = real_attempt(pipe, plan, step, *args, **kwargs)
         if step == "classical":
             turn = np.eye(4)
             turn[:3, :3] = Rotation.from_euler("z", 90, degrees=True).as_matrix()

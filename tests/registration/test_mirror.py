@@ -96,3 +96,37 @@ def test_the_search_estimates_the_mirror_image_in_its_own_frame(shared_data):
     moved = src @ pred.transform[:3, :3].T + pred.transform[:3, 3]
     truth = src @ gt[:3, :3].T + gt[:3, 3]
     assert angle < 5.0 and np.sqrt(np.mean(np.sum((moved - truth) ** 2, 1))) < 0.15
+
+
+def test_a_registered_result_keeps_no_search_state_and_pickles(room_pair):
+    """The mirror check reuses the search's pyramids through closures on the candidates; the
+    returned result must hold none of them (Ray sends results between processes: the network
+    holds a lock that does not pickle)."""
+    import pickle
+
+    import pcreg
+
+    src, ref, _ = room_pair
+    result = pcreg.register(src, ref)
+    assert result.verdict.mirror is not None  # the check ran (a partial overlap)
+    assert all(c.mirror is None for c in result.verdict.candidates)
+    back = pickle.loads(pickle.dumps(result))
+    assert np.allclose(back.transform, result.transform)
+
+
+def test_a_mirror_refusal_is_not_undone_by_the_object_in_scene_search(monkeypatch):
+    """From an extent ratio of 4 a pair the scene path does not register is searched as an
+    object in a scene; a mirror refusal is final (that search has no mirror check)."""
+    from pcreg.registration import auto, inside
+
+    refused = SimpleNamespace(registered=False, verdict=SimpleNamespace(reason="mirror: ..."))
+    found = SimpleNamespace(registered=True, verdict=None)
+    monkeypatch.setattr(auto, "_register_scene", lambda *a, **k: refused)
+    monkeypatch.setattr(inside, "register_inside", lambda *a, **k: found)
+    pipe = SimpleNamespace(model=None, units=None, strict=False)
+    rng = np.random.default_rng(0)
+    small, large = rng.uniform(0, 1, (500, 3)), rng.uniform(0, 6, (5000, 3))  # ratio ~6
+    names, origins = ("src", "ref"), np.zeros((2, 3))
+    assert auto.register_auto(pipe, small, large, names, origins, 0.0) is refused
+    refused.verdict.reason = "no estimate is trustworthy"
+    assert auto.register_auto(pipe, small, large, names, origins, 0.0) is found
