@@ -29,13 +29,26 @@ def test_orientation_keep_sets_how_many_hypotheses_run(monkeypatch):
 
     src, ref, gt, _ = synthetic_demo_pair()
     run = []
-    for cls in (Registrar, OnnxRegistrar):  # whichever runtime runs the shipped network
 
-        def counting(self, src_c, ref_c, rotations, original=cls.hypotheses):
-            run.append(len(rotations))
-            return original(self, src_c, ref_c, rotations)
+    def counting(self, src_c, ref_c, rotations, original=Registrar.hypotheses):
+        run.append(len(rotations))
+        return original(self, src_c, ref_c, rotations)
 
-        monkeypatch.setattr(cls, "hypotheses", counting)
+    def prepared(self, src_c, ref_c, original=OnnxRegistrar.prepare):
+        hypotheses = original(self, src_c, ref_c)
+        first = [True]
+
+        def counted(rotations):  # the search's own call; a later one is the mirror check's
+            if first:
+                run.append(len(rotations))
+                first.clear()
+            return hypotheses(rotations)
+
+        return counted
+
+    # whichever runtime runs the shipped network (ONNX Runtime's search prepares, then runs)
+    monkeypatch.setattr(Registrar, "hypotheses", counting)
+    monkeypatch.setattr(OnnxRegistrar, "prepare", prepared)
     for keep in (None, 0.0):
         result = pcreg.register(src, ref, model="indoor", orientation_keep=keep)
         assert result.errors(gt, src)["rmse_m"] <= 0.2
