@@ -50,7 +50,7 @@ def success(est: np.ndarray, gt: np.ndarray, src: np.ndarray, ref: np.ndarray, o
 
 def local_optima(src, ref, gt, voxel, rng, n=3):
     from pcreg.baselines import icp_refine
-    from pcreg.registration.pipeline import ICP_ITERATIONS, ICP_TOLERANCE
+    from pcreg.registration.finish import ICP_ITERATIONS, ICP_TOLERANCE
 
     out = []
     for _ in range(n):
@@ -96,7 +96,8 @@ def main() -> None:
     import pcreg
     from pcreg.baselines import icp_refine
     from pcreg.errors import InputError
-    from pcreg.registration.pipeline import ICP_ITERATIONS, ICP_TOLERANCE, working_origin
+    from pcreg.registration.finish import ICP_ITERATIONS, ICP_TOLERANCE
+    from pcreg.registration.pipeline import working_origin
     from pcreg.registration.verify import agreement
 
     sys.path.insert(0, str(REPO / "tests"))

@@ -46,7 +46,8 @@ from pcreg.registration.checks import (
     voxel_count,
 )
 from pcreg.registration.cleaning import drop_duplicates, drop_far, drop_isolated
-from pcreg.registration.frames import to_user_frame, working_origin
+from pcreg.registration.finish import ICP_ITERATIONS
+from pcreg.registration.frames import working_origin
 from pcreg.registration.networks import NetworkCache, libraries
 from pcreg.registration.resources import (
     SHIPPED_FOOTPRINTS,
@@ -59,7 +60,6 @@ from pcreg.registration.resources import (
     parse_size,
 )
 from pcreg.registration.result import OUTDOOR_EXTENT_M, SETTINGS, RegistrationResult, Setting
-from pcreg.registration.symmetry import fit_constraint, symmetry_probe
 from pcreg.registration.verdict import (
     Candidate,
     candidate_features,
@@ -69,7 +69,6 @@ from pcreg.registration.verdict import (
     reading_densities,
     scene_size,
 )
-from pcreg.registration.verify import agreement, verify
 
 if TYPE_CHECKING:  # torch and the network load only when a pipeline is built
     from pcreg.registration.loading import LoadedNetwork
@@ -90,11 +89,6 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 METHODS = ("auto", "geotransformer", "fpfh-ransac")
-#: ICP of the pipeline: Open3D's relative fitness / RMSE change below which it stops, and its
-#: iteration cap. At Open3D's usual 1e-6 / 30 two starts 0.5 deg apart ended 0.06 deg apart
-#: (3DMatch pair 0 <- 5); at 1e-8 / 100 0.002 deg, for no measurable extra time.
-ICP_TOLERANCE = 1e-8
-ICP_ITERATIONS = 100
 #: a network whose voxel is at least this (metres) works at street scale (the shipped
 #: ``outdoor`` model: 0.3 m; ``indoor``: 5 cm), for checkpoints that do not name their setting
 _OUTDOOR_NETWORK_VOXEL = 0.1
@@ -145,12 +139,13 @@ class Registration:
             :mod:`~pcreg.registration.auto`), ``"geotransformer"`` (the learned network
             alone) or ``"fpfh-ransac"`` (Open3D FPFH + RANSAC alone).
         icp: refine with point-to-plane ICP at the setting's voxel, run to convergence
-            (:data:`ICP_TOLERANCE`). On by default: the estimate is then a fixed point of a
-            smooth refinement instead of the network's discrete choice among local
-            hypotheses. Measured on the 3DMatch pairs in ``../shared/data``: a change of
-            1e-7 m in the input (a text or LAS copy) moved the network's estimate 0.2-0.7
-            deg and 1-2 cm; after ICP 0.002 deg / 0.1 mm, for 0.03 s (3DMatch) / 0.09 s
-            (KITTI) more. The demo pair's error fell from 2.8 to 1.5 deg.
+            (:data:`~pcreg.registration.finish.ICP_TOLERANCE`). On by default: the estimate
+            is then a fixed point of a smooth refinement instead of the network's discrete
+            choice among local hypotheses. Measured on the 3DMatch pairs in
+            ``../shared/data``: a change of 1e-7 m in the input (a text or LAS copy) moved
+            the network's estimate 0.2-0.7 deg and 1-2 cm; after ICP 0.002 deg / 0.1 mm,
+            for 0.03 s (3DMatch) / 0.09 s (KITTI) more. The demo pair's error fell from 2.8
+            to 1.5 deg.
         voxel_size: FPFH + RANSAC and ICP voxel in metres (default: the setting's, 5 cm /
             0.3 m). The network always voxelises at the size it was trained with.
         device: ``"cpu"`` or ``"cuda"`` for the network.
@@ -450,89 +445,13 @@ class Registration:
         probe: bool = True,
         icp_iterations: int = ICP_ITERATIONS,
     ) -> RegistrationResult:
-        """ICP when asked (in the working frame), the verification of the estimate
-        (:func:`~pcreg.registration.verify.verify`, at the setting's voxel: its contrast is
-        the result's confidence), then the result in the user's frame (:func:`to_user_frame`),
-        its arrays' dtypes and shapes, and the total time. ``scale``: the clouds (and
-        ``origins``) were multiplied by it (:mod:`~pcreg.registration.scale`); the result is
-        divided back into the user's units. ``support``: a network's correspondences
-        ``(src (K, 3), ref (K, 3), scores (K,))`` in the same frame to measure the estimate's
-        agreement with, for an estimate the network did not make (FPFH + RANSAC's). ``probe``:
-        also measure the margin to the best different pose (the symmetry probe) and the fit's
-        constraint (False: only the fit is wanted, as by the mirror check). ``icp_iterations``:
-        ICP's cap."""
-        net = support  # the network's own correspondences, which ICP's replace
-        if result.method == "geotransformer":
-            net = (result.src_corr_points, result.ref_corr_points, result.corr_scores)
-        down = None  # ICP's voxelised clouds, which the verification reuses at its voxel
-        if self.icp:
-            from pcreg.baselines.icp import icp_refine
-            from pcreg.geometry.clouds import downsample_with_normals
+        """Steps 3-5 for one estimate: :func:`~pcreg.registration.finish.finish_estimate`
+        with this pipeline's ICP setting."""
+        from pcreg.registration.finish import finish_estimate
 
-            t0 = time.perf_counter()
-            src_down = downsample_with_normals(src, plan.voxel)
-            ref_down = downsample_with_normals(ref, plan.voxel)
-            if plan.voxel == plan.setting.voxel_size:
-                down = (np.array(src_down.points), np.array(ref_down.points))
-            refined = icp_refine(src_down, ref_down, result.transform, plan.voxel, icp_iterations,
-                                 tolerance=ICP_TOLERANCE)  # fmt: skip
-            result.timings["icp"] = time.perf_counter() - t0
-            result.transform = refined.transform
-            result.src_corr_points = refined.src_corr_points
-            result.ref_corr_points = refined.ref_corr_points
-            result.corr_scores = np.ones(len(refined.src_corr_points))
-            result.icp = True
-        t0 = time.perf_counter()
-        agrees = None
-        if net is not None:
-            agrees = agreement(*net, result.transform, plan.setting.inlier_radius)
-        # at the setting's voxel, where its thresholds were measured (not a --voxel-size)
-        check = verify(*(down or (src, ref)), result.transform, plan.setting.voxel_size, agrees,
-                       voxelised=down is not None)  # fmt: skip
-        if check.inliers and probe:  # the margin to the best different pose
-            from pcreg.geometry.clouds import downsample_with_normals
-
-            if down is None:
-                src_down = downsample_with_normals(src, plan.setting.voxel_size)
-                ref_down = downsample_with_normals(ref, plan.setting.voxel_size)
-            margin, pose = symmetry_probe(src_down, ref_down, result.transform,
-                                          plan.setting.voxel_size, src.mean(axis=0),
-                                          scene_size(ref))  # fmt: skip
-            check = replace(
-                check,
-                probe_margin=margin,
-                constraint=fit_constraint(
-                    src_down, ref_down, result.transform, plan.setting.voxel_size
-                ),
-                probe_pose=None if pose is None else _user_pose(pose, scale, origins),
-            )
-        result.timings["verify"] = time.perf_counter() - t0
-        result.verification = check
-        result.confidence = float(np.clip(check.contrast, 0.0, 1.0))
-        result.fitness = check.fitness
-        if scale != 1.0:
-            result.transform = result.transform.copy()
-            result.transform[:3, 3] /= scale
-            result.src_corr_points = np.asarray(result.src_corr_points, np.float64) / scale
-            result.ref_corr_points = np.asarray(result.ref_corr_points, np.float64) / scale
-            result.voxel_size /= scale
-            result.scale = scale
-            origins = origins / scale
-        to_user_frame(result, origins)
-        result.corr_scores = np.asarray(result.corr_scores, np.float64).reshape(-1)
-        result.timings["total"] = time.perf_counter() - start
-        return result
-
-
-def _user_pose(pose: np.ndarray, scale: float, origins: np.ndarray) -> np.ndarray:
-    """A working-frame pose ``(4, 4)`` (clouds scaled by ``scale``, shifted by ``origins``,
-    also scaled) in the user's frame and units, as :meth:`Registration._finish` maps the
-    estimate."""
-    out = np.asarray(pose, np.float64).copy()
-    out[:3, 3] /= scale
-    o_src, o_ref = np.asarray(origins, np.float64) / scale
-    out[:3, 3] += o_ref - out[:3, :3] @ o_src
-    return out
+        return finish_estimate(result, plan, src, ref, start, origins, icp=self.icp, scale=scale,
+                               support=support, probe=probe,
+                               icp_iterations=icp_iterations)  # fmt: skip
 
 
 def _shifted(points: np.ndarray, origin: np.ndarray) -> np.ndarray:
