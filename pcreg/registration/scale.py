@@ -16,6 +16,9 @@ proposes the readings that put the pair in a band a network was trained on, most
 * **an object** (under 1 m in whatever unit): scaled by a power of ten where that makes a
   3-20 m room (a room scaled down is then registered exactly as itself), else to
   :data:`OBJECT_EXTENT` metres, and registered as a small room by the ``indoor`` network.
+  ``auto`` keeps the power of ten only where the clouds are sampled like a room at that
+  scale: a dense object scan becomes a 20 m room with every point its own voxel there, and
+  is scaled to :data:`OBJECT_EXTENT` instead (:func:`pcreg.registration.auto._dense_objects`).
   Measured on the Stanford bunny range scans (0.22-0.24 m across): at 4 m the network's
   pyramid has the size of a 3DMatch fragment's (7,800 vs 8,300 points), and at 2.5 m too few
   superpoints remain for some views.

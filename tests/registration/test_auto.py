@@ -243,3 +243,55 @@ def test_sparse_readings_are_skipped_and_far_object_readings_are_dropped(monkeyp
     near = Reading("metres", "indoor", 0.005, True)  # 5x from the metres reading: kept
     far = Reading("metres", "indoor", 0.5, True)  # 500x: dropped
     assert [r.scale for r in _by_sampling([reads[0], near, far], cloud, cloud)] == [0.001, 0.005]
+
+
+def test_a_dense_object_is_read_at_4_m_and_a_room_scaled_down_as_the_room(monkeypatch, rng):
+    """An object reading scaled by a power of ten stands only where the clouds are sampled
+    like a room at that scale; a dense object scan (every point its own voxel at x100) is
+    scaled to OBJECT_EXTENT as other objects are, and a reading that then repeats another is
+    dropped. One voxel count per power-of-ten object reading, none on other readings."""
+    from dataclasses import replace
+
+    import pcreg.registration.checks as checks
+    from pcreg.registration.auto import _dense_objects
+    from pcreg.registration.checks import cloud_extent
+    from pcreg.registration.scale import OBJECT_EXTENT, readings
+
+    def box_faces(side: float, step: float) -> np.ndarray:
+        """The six faces of a cube of ``side``, a point every ``step``."""
+        u = np.arange(0, side, step)
+        a, b = (g.ravel() for g in np.meshgrid(u, u))
+        flat = [np.c_[a, b, np.full_like(a, c)] for c in (0.0, side)]
+        faces = [f[:, perm] for f in flat for perm in ([0, 1, 2], [0, 2, 1], [2, 0, 1])]
+        return np.concatenate(faces)
+
+    # a 0.1 m object scanned every 0.8 mm: x100 makes a 17 m "room", a point every 8 cm
+    scan = box_faces(0.1, 0.0008)
+    extent = cloud_extent(scan)
+    reads = readings(extent)
+    assert [(r.scale, r.object) for r in reads] == [(100.0, True)]  # the extent alone: x100
+    counted = []
+    real = checks.voxel_count
+    monkeypatch.setattr(checks, "voxel_count", lambda p, v: counted.append(v) or real(p, v))
+    dense = _dense_objects(reads, scan, scan, extent)
+    assert [(r.units, r.scale, r.object) for r in dense] == [
+        ("metres", pytest.approx(OBJECT_EXTENT / extent), True)
+    ]
+    assert len(counted) == 1
+    # a 3 m room sampled every 2.5 cm, given in units of 100 m: x100 is the room itself
+    room = box_faces(3.0, 0.025) * 0.01
+    room_extent = cloud_extent(room)
+    room_reads = readings(room_extent)
+    assert [(r.scale, r.object) for r in room_reads] == [(100.0, True)]
+    assert _dense_objects(room_reads, room, room, room_extent) == room_reads
+    # a reading already at OBJECT_EXTENT (a 0.24 m object) and an exact unit are not counted
+    counted.clear()
+    for cloud in (box_faces(0.14, 0.002), box_faces(4.0, 0.05)):
+        ext = cloud_extent(cloud)
+        plain = readings(ext)
+        assert all(r.scale == pytest.approx(OBJECT_EXTENT / ext) for r in plain if r.object)
+        assert _dense_objects(plain, cloud, cloud, ext) == plain
+    assert not counted
+    # two readings that become the same are kept once
+    twice = [reads[0], replace(reads[0], units="centimetres")]
+    assert len(_dense_objects(twice, scan, scan, extent)) == 1
