@@ -42,14 +42,19 @@ class ClassicalResult:
     timings: dict[str, float] = field(default_factory=dict)
 
 
-def _prepare(points: np.ndarray, voxel_size: float):
+def _prepare(points: np.ndarray, voxel_size: float, keep: int | None = None, seed: int = 0):
+    """The cloud downsampled at ``voxel_size`` with normals, and its FPFH features; ``keep``:
+    at most that many of the downsampled points (a seeded random subset), each with the
+    feature it has in the whole downsampled cloud (its neighbours are not thinned)."""
     import open3d as o3d
 
     down = downsample_with_normals(points, voxel_size)
-    fpfh = o3d.pipelines.registration.compute_fpfh_feature(
-        down, o3d.geometry.KDTreeSearchParamHybrid(radius=5 * voxel_size, max_nn=100)
-    )
-    return down, fpfh
+    param = o3d.geometry.KDTreeSearchParamHybrid(radius=5 * voxel_size, max_nn=100)
+    if keep is None or len(down.points) <= keep:
+        return down, o3d.pipelines.registration.compute_fpfh_feature(down, param)
+    idx = np.sort(np.random.default_rng(seed).choice(len(down.points), keep, replace=False))
+    fpfh = o3d.pipelines.registration.compute_fpfh_feature(down, param, idx)
+    return down.select_by_index(idx), fpfh
 
 
 def fpfh_ransac(
@@ -62,6 +67,7 @@ def fpfh_ransac(
     confidence: float = 0.999,
     mutual_filter: bool = False,
     seed: int = 0,
+    max_queries: int | None = None,
 ) -> ClassicalResult:
     """Register ``src_points (N, 3)`` onto ``ref_points (M, 3)`` (metres) with FPFH + RANSAC.
 
@@ -72,6 +78,13 @@ def fpfh_ransac(
         max_iterations, confidence: RANSAC convergence criteria.
         mutual_filter: keep only mutual nearest feature matches.
         seed: Open3D's global random seed for RANSAC (results are reproducible per seed).
+        max_queries: match at most this many downsampled source points (a random subset,
+            seeded by ``seed``; each keeps the feature it has in the whole cloud), all
+            where None. RANSAC's feature matching, a nearest-neighbour search in FPFH's 33
+            dimensions per source point, is where its time goes, and the iteration count
+            hardly matters: on two KITTI highway scans (34k and 29k points at 0.3 m) it took
+            3.3 s at 100k iterations and 3.2 s at 1k, 0.6 s for 5k source points (2-core
+            AMD EPYC, Open3D 0.20).
     """
     import open3d as o3d
 
@@ -79,7 +92,7 @@ def fpfh_ransac(
     o3d.utility.random.seed(int(seed))
     timings: dict[str, float] = {}
     start = time.perf_counter()
-    src_down, src_fpfh = _prepare(src_points, voxel_size)
+    src_down, src_fpfh = _prepare(src_points, voxel_size, max_queries, seed)
     ref_down, ref_fpfh = _prepare(ref_points, voxel_size)
     timings["features"] = time.perf_counter() - start
     dist = 1.5 * voxel_size

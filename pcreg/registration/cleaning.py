@@ -14,7 +14,7 @@ import logging
 
 import numpy as np
 
-__all__ = ["FAR_FACTOR", "drop_duplicates", "drop_far", "drop_isolated"]
+__all__ = ["FAR_FACTOR", "drop_duplicates", "drop_far", "drop_isolated", "nearest_cells"]
 
 #: a point farther than this many scene extents from the cloud's median is not part of it
 FAR_FACTOR = 1000.0
@@ -103,4 +103,34 @@ def drop_isolated(points: np.ndarray, radius: float) -> np.ndarray:
                 len(pts), radius)  # fmt: skip
     keep = np.ones(len(pts), bool)
     keep[isolated] = False
+    return points[keep]
+
+
+def nearest_cells(points: np.ndarray, cell: float, cap: int) -> np.ndarray:
+    """``points (N, 3) float64`` of a cloud centred on its median, cut to the ``cap`` cells of
+    edge ``cell`` nearest the centre: the points nearer than the first cell left out (by
+    its nearest point). Returns ``points`` itself when they occupy ``cap`` cells or fewer.
+
+    The registration pipeline cuts a scan this way to its network's superpoint cap
+    (``cell``: the superpoint voxel), so that the geometric transformer's ``(M, M)``
+    embeddings and attention stay bounded: a LiDAR scan keeps the near field, where it is
+    dense, and loses the sparse far rings first."""
+    pts = np.asarray(points, np.float64)
+    if len(pts) <= cap:
+        return points
+    cells = np.floor((pts - pts.min(0)) / cell)
+    dims = cells.max(0) + 1
+    if float(np.prod(dims)) >= 2.0**62:
+        return points  # a grid this large has no room for keys; the memory cap refuses it
+    key = np.ravel_multi_index(cells.astype(np.int64).T, dims.astype(np.int64))
+    occupied, inverse = np.unique(key, return_inverse=True)
+    if len(occupied) <= cap:
+        return points
+    dist = np.linalg.norm(pts, axis=1)
+    near = np.full(len(occupied), np.inf)
+    np.minimum.at(near, inverse, dist)
+    radius = np.partition(near, cap)[cap]
+    keep = dist < radius
+    logger.info("kept the %d points within %.3g of the centre: %d cells of %.3g, over the cap "
+                "of %d", int(keep.sum()), radius, len(occupied), cell, cap)  # fmt: skip
     return points[keep]

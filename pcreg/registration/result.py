@@ -22,11 +22,23 @@ class Setting:
     voxel_size: FPFH + RANSAC and ICP voxel in metres (DESIGN §6: 5 cm / 0.3 m).
     inlier_radius: the protocol's inlier-ratio radius in metres (DESIGN §7: 3DMatch 0.1 m,
         KITTI 0.6 m); the correspondence colours of the pictures use it too.
+    superpoint_cap: the superpoint cells each cloud keeps for the network, those nearest
+        its centre (:func:`~pcreg.registration.cleaning.nearest_cells`); None: all. The
+        geometric transformer's work grows with the square of the superpoints. KITTI scans
+        have 210-760 at the outdoor network's 4.8 m (seq. 00-07 of ``../shared/train_data``;
+        the highway scans of 01 and 04 600-760), and one network pass took 2.9 s at 700,
+        1.65 s at 400. Capped at 400, the learned path registered all 52 training pairs of
+        ``../shared/train_data`` right (RRE < 2 deg, RTE < 0.3 m; median RTE 3.1 cm against
+        3.2 cm uncapped), with its slowest pair 3.5 s instead of 5.7 s (2-core AMD EPYC,
+        busy). Indoor: none measured (a 3DMatch fragment has 100-400 at 0.4 m; a whole
+        scanned room more, and cutting each of two stations' scans to its own centre could
+        cut away their overlap).
     """
 
     name: str
     voxel_size: float
     inlier_radius: float
+    superpoint_cap: int | None = None
 
 
 #: clouds whose robust extent (bounding-box diagonal, metres) exceeds this are "outdoor"
@@ -34,7 +46,7 @@ OUTDOOR_EXTENT_M = 20.0
 #: the settings by name
 SETTINGS = {
     "indoor": Setting("indoor", voxel_size=0.05, inlier_radius=0.1),
-    "outdoor": Setting("outdoor", voxel_size=0.3, inlier_radius=0.6),
+    "outdoor": Setting("outdoor", voxel_size=0.3, inlier_radius=0.6, superpoint_cap=400),
 }
 
 

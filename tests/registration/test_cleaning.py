@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pcreg.registration.cleaning import drop_duplicates, drop_isolated
+from pcreg.registration.cleaning import drop_duplicates, drop_isolated, nearest_cells
 
 
 def test_drop_duplicates_keeps_first_and_order(rng):
@@ -43,3 +43,49 @@ def test_drop_isolated_is_exact_and_ignores_offsets_and_strays(rng):
                                    atol=1e-6)  # fmt: skip
     strays = rng.uniform(-4000, 4000, (30, 3))
     np.testing.assert_array_equal(drop_isolated(np.vstack([sparse, strays]), 2.0), base)
+
+
+def test_nearest_cells_keeps_the_near_field_up_to_the_cap(rng):
+    """A scan over its cap keeps exactly the points nearer its centre than the first cell
+    left out, which are ``cap`` cells; under the cap it is returned itself."""
+    from pcreg.registration.checks import voxel_count
+
+    # a LiDAR-like ground: dense near the centre, sparse far out (rings of equal point count)
+    radius = np.repeat(np.arange(1.0, 81.0), 400)
+    angle = rng.uniform(0, 2 * np.pi, len(radius))
+    scan = np.c_[radius * np.cos(angle), radius * np.sin(angle), rng.normal(0, 0.05, len(radius))]
+    cells = voxel_count(scan, 4.8)
+    assert nearest_cells(scan, 4.8, cells) is scan  # at the cap: untouched
+    cut = nearest_cells(scan, 4.8, 120)
+    dist, kept = np.linalg.norm(scan, axis=1), np.linalg.norm(cut, axis=1)
+    assert len(cut) < len(scan)
+    # a disc: every point within the kept radius is kept, none beyond it
+    np.testing.assert_array_equal(cut, scan[dist <= kept.max()])
+    # the cells it occupies, on the same grid as the whole scan's: the cap
+    corner = scan.min(0)
+    keys = {tuple(k) for k in np.floor((cut - corner) / 4.8).astype(int)}
+    assert len(keys) == 120
+    # the near field is dense: it keeps most points while the cells fall by far more
+    assert len(cut) / len(scan) > 120 / cells
+
+
+def test_the_outdoor_network_sees_at_most_its_superpoint_cap(rng):
+    """The pipeline's cleaning cuts each cloud to the outdoor setting's superpoint cap for
+    the network, and nothing for the classical path or the indoor setting."""
+    from pcreg.registration.checks import voxel_count
+    from pcreg.registration.pipeline import _Plan
+    from pcreg.registration.result import SETTINGS
+
+    cap = SETTINGS["outdoor"].superpoint_cap
+    assert cap == 400 and SETTINGS["indoor"].superpoint_cap is None
+    street = rng.uniform(-150, 150, (60_000, 3)) * [1, 1, 0.02]  # 300 m across: 7,700 cells
+    assert voxel_count(street, 4.8) > 2 * cap
+    network = _Plan(SETTINGS["outdoor"], "outdoor", object(), 0.3, 4.8)
+    src, ref, _ = network.clean(street, street[::2], np.zeros((2, 3)))
+    for cut in (src, ref):
+        assert voxel_count(cut, 4.8) <= cap + cap // 10  # the grid falls elsewhere: about
+        assert np.linalg.norm(cut, axis=1).max() < 100
+    classical = _Plan(SETTINGS["outdoor"], "outdoor", None, 0.3, 4.8)
+    assert len(classical.clean(street, street, np.zeros((2, 3)))[0]) == len(street)
+    indoor = _Plan(SETTINGS["indoor"], "indoor", object(), 0.05, 4.8)
+    assert len(indoor.clean(street, street, np.zeros((2, 3)))[0]) == len(street)
