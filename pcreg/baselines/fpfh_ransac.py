@@ -53,7 +53,12 @@ def _prepare(points: np.ndarray, voxel_size: float, keep: int | None = None, see
     if keep is None or len(down.points) <= keep:
         return down, o3d.pipelines.registration.compute_fpfh_feature(down, param)
     idx = np.sort(np.random.default_rng(seed).choice(len(down.points), keep, replace=False))
-    fpfh = o3d.pipelines.registration.compute_fpfh_feature(down, param, idx)
+    try:
+        fpfh = o3d.pipelines.registration.compute_fpfh_feature(down, param, idx)
+    except TypeError:  # Open3D before 0.20 takes no indices: the whole cloud's, then the rows
+        fpfh = o3d.pipelines.registration.Feature()
+        whole = o3d.pipelines.registration.compute_fpfh_feature(down, param)
+        fpfh.data = np.asarray(whole.data)[:, idx]
     return down.select_by_index(idx), fpfh
 
 

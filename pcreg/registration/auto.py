@@ -400,7 +400,9 @@ def _attempt(
     if step.startswith("learned"):  # the network under its orientation search
         t0 = time.perf_counter()
         # on objects only where a hypothesis source applies (a small Manhattan room)
-        found = pipe.search_for(plan.loaded)(src, ref, as_given=step == "learned")
+        found = pipe.search_for(plan.loaded)(
+            *plan.for_network(src, ref), as_given=step == "learned"
+        )
         if found is None:
             return []
         margin = hypothesis_margin(found, src, ref)
@@ -415,7 +417,12 @@ def _attempt(
         return [cand]
     t0 = time.perf_counter()
     coarse = step == "classical, coarser"  # other features: 1.5x the voxel for FPFH
-    classical = pipe._classical(replace(plan, voxel=plan.voxel * 1.5) if coarse else plan, src, ref)
+    classical = pipe._classical(
+        replace(plan, voxel=plan.voxel * 1.5) if coarse else plan,
+        src,
+        ref,
+        plan.setting.classical_queries,
+    )
     classical.voxel_size = plan.voxel
     classical.timings["register"] = time.perf_counter() - t0
     classical.method_used = "fpfh-ransac"
@@ -460,6 +467,7 @@ def _from_pose(plan: _Plan, src: np.ndarray, ref: np.ndarray, pose: np.ndarray):
     (4, 4): its transform composed with the pose, its source points moved back."""
     from pcreg.registration.prediction import Prediction
 
+    src, ref = plan.for_network(src, ref)  # cut about the source's own centre, then moved
     moved = src @ pose[:3, :3].T + pose[:3, 3]
     pred = plan.loaded.network(moved, ref)
     back = (pred.src_corr_points - pose[:3, 3]) @ pose[:3, :3]

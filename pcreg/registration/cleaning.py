@@ -111,10 +111,14 @@ def nearest_cells(points: np.ndarray, cell: float, cap: int) -> np.ndarray:
     edge ``cell`` nearest the centre: the points nearer than the first cell left out (by
     its nearest point). Returns ``points`` itself when they occupy ``cap`` cells or fewer.
 
-    The registration pipeline cuts a scan this way to its network's superpoint cap
-    (``cell``: the superpoint voxel), so that the geometric transformer's ``(M, M)``
-    embeddings and attention stay bounded: a LiDAR scan keeps the near field, where it is
-    dense, and loses the sparse far rings first."""
+    The registration pipeline cuts what its network sees of a scan this way to the
+    setting's superpoint cap (``cell``: the superpoint voxel), so that the geometric
+    transformer's ``(M, M)`` embeddings and attention stay bounded: a LiDAR scan keeps the
+    near field, where it is dense, and loses the sparse far rings first. The cells are this
+    function's grid (anchored at the cloud's minimum), not the network's pyramid, whose
+    count after the cut can differ by a few per cent."""
+    if cap < 1:
+        raise ValueError(f"cap must be at least 1 cell, got {cap}")
     pts = np.asarray(points, np.float64)
     if len(pts) <= cap:
         return points

@@ -55,12 +55,13 @@ the verdict. With the ratio alone it refused 1 right registration and 3 of those
 Scans read as objects are not checked: a mirrored object view shows no large plane for a rigid
 pose to lay onto the original, and the verdict refuses it (the bunny's and the dragon's mirrored
 views: 4 of 4 refused in the same hostile run; held-out mirrored generated objects: 0 of 22
-registered, ``tools/verdict_set.py fit``; but on 12 fresh generated-object scenes 6 of 30
-registered, and there the mirror image fitted no better: 0.88x of the source's fit for the one
-such case on the fit scenes, against up to 1.14x for right registrations; BENCHMARKS.md), while a nearly mirror-symmetric object (the bunny,
+registered, ``tools/verdict_set.py fit``), while a nearly mirror-symmetric object (the bunny,
 left to right) fits its mirror image as well as itself where two views overlap little: the
 check refused 2 right bunny registrations of 66 in ``pcreg benchmark --zero-shot`` and doubled
-the objects' median time (0.64 -> 1.13 s: their search is FPFH + RANSAC's).
+the objects' median time (0.64 -> 1.13 s: their search is FPFH + RANSAC's). On 12 fresh
+generated-object scenes, though, 6 of 30 mirrored views registered (BENCHMARKS.md, "Objects on
+fresh scenes"), and this check would not catch them: where one registered on the fit scenes,
+its mirror image fitted 0.88x as well as it, and right object registrations reach 1.14x.
 """
 
 from __future__ import annotations

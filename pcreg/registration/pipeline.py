@@ -97,14 +97,6 @@ NetworkLoader = Callable[[str, str], "LoadedNetwork"]
 
 _voxel_count = voxel_count  # the name tests and benchmarks import
 
-#: FPFH + RANSAC matches at most this many downsampled source points (a seeded subset; its
-#: time goes into matching them: :func:`~pcreg.baselines.fpfh_ransac.fpfh_ransac`). A 3DMatch
-#: fragment (4-8k at 5 cm) and an object read at 4 m (~4k) are matched whole. On the 52 KITTI
-#: training pairs of ``../shared/train_data`` (0.3 m voxel: 10-34k points) RANSAC found the
-#: pose (under 5 deg / 2 m) for 49 with every point, 48 with 10,000 and 49 with 6,000, in a
-#: median 2.65 / 1.59 / 1.27 s (2-core AMD EPYC, busy)
-CLASSICAL_QUERIES = 6000
-
 
 def choose_model(src: np.ndarray, ref: np.ndarray) -> str:
     """``"outdoor"`` when either cloud spans more than :data:`OUTDOOR_EXTENT_M`, else
@@ -130,18 +122,22 @@ class _Plan:
         self, src: np.ndarray, ref: np.ndarray, origins: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The pair without stray points, re-centred on the cleaned reference's median (so
-        that strays do not move the working frame), and for the network each cloud cut to
-        the setting's :attr:`~pcreg.registration.result.Setting.superpoint_cap` superpoint
-        cells nearest that centre (:func:`~pcreg.registration.cleaning.nearest_cells`);
-        returns it and the new total origins."""
+        that strays do not move the working frame); returns it and the new total origins."""
         src, ref = drop_isolated(src, self.stray_cell), drop_isolated(ref, self.stray_cell)
         shift = np.stack([working_origin(src), working_origin(ref)])
-        src, ref = src - shift[0], ref - shift[1]
+        return src - shift[0], ref - shift[1], origins + shift
+
+    def for_network(self, src: np.ndarray, ref: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """What the network is given of a cleaned pair (centred on its medians): each cloud
+        cut to the setting's :attr:`~pcreg.registration.result.Setting.superpoint_cap`
+        superpoint cells nearest its centre (:func:`~pcreg.registration.cleaning.
+        nearest_cells`), where the setting has a cap. Everything else (FPFH + RANSAC, ICP,
+        the verification the verdict was fitted on) works on the whole clouds; the network's
+        correspondences are points of the cut clouds, in the same frame."""
         cap = self.setting.superpoint_cap
-        if self.loaded is not None and cap is not None:
-            src = nearest_cells(src, self.stray_cell, cap)
-            ref = nearest_cells(ref, self.stray_cell, cap)
-        return src, ref, origins + shift
+        if self.loaded is None or cap is None:
+            return src, ref
+        return nearest_cells(src, self.stray_cell, cap), nearest_cells(ref, self.stray_cell, cap)
 
 
 class Registration:
@@ -290,6 +286,12 @@ class Registration:
         names: tuple[str, str],
         footprint: NetworkFootprint,
     ) -> None:
+        """Refuse a pair the network cannot take: too few points or superpoints, or an
+        estimated memory over the cap. Counted on the whole clouds, not on the cut the
+        outdoor network is given (:meth:`_Plan.for_network`): a scan whose points are nearly
+        all superpoints is most likely in the wrong unit (a room in millimetres read as
+        metres), and the refusal says so with the numbers, where the cut would hand the
+        network 400 scattered points."""
         estimate = estimate_memory(src, ref, footprint)  # its n0: the counts at the voxel
         check_voxel_counts(src, ref, names, footprint.voxel, estimate.n0)
         check_superpoints(estimate, footprint, names)
@@ -340,7 +342,7 @@ class Registration:
         t0 = time.perf_counter()
         margin = 0.0
         if plan.loaded is not None:
-            found = self.search_for(plan.loaded)(src, ref)
+            found = self.search_for(plan.loaded)(*plan.for_network(src, ref))
             result = self._learned(plan, found.prediction, found.hypothesis)
             margin = hypothesis_margin(found, src, ref)
         else:
@@ -400,7 +402,9 @@ class Registration:
             and self.search_for(loaded).plain
         ):
             start = time.perf_counter()
-            preds = loaded.network.forward(list(pairs))
+            preds = loaded.network.forward(
+                [p.for_network(s, r) for p, (s, r) in zip(plans, pairs, strict=True)]
+            )
             elapsed = time.perf_counter() - start
             out = []
             for plan, pred, (src, ref), origin in zip(plans, preds, pairs, origins, strict=True):
@@ -426,7 +430,9 @@ class Registration:
             hypothesis=hypothesis,
         )
 
-    def _classical(self, plan: _Plan, src: np.ndarray, ref: np.ndarray) -> RegistrationResult:
+    def _classical(
+        self, plan: _Plan, src: np.ndarray, ref: np.ndarray, max_queries: int | None = None
+    ) -> RegistrationResult:
         import open3d  # noqa: F401 - loaded first, so that its threads are fitted
 
         from pcreg.baselines import fpfh_ransac
@@ -434,7 +440,7 @@ class Registration:
 
         fit_late()
 
-        res = fpfh_ransac(src, ref, plan.voxel, max_queries=CLASSICAL_QUERIES)
+        res = fpfh_ransac(src, ref, plan.voxel, max_queries=max_queries)
         n = len(res.src_corr_points)
         return RegistrationResult(
             transform=res.transform,

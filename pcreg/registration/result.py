@@ -22,23 +22,37 @@ class Setting:
     voxel_size: FPFH + RANSAC and ICP voxel in metres (DESIGN §6: 5 cm / 0.3 m).
     inlier_radius: the protocol's inlier-ratio radius in metres (DESIGN §7: 3DMatch 0.1 m,
         KITTI 0.6 m); the correspondence colours of the pictures use it too.
-    superpoint_cap: the superpoint cells each cloud keeps for the network, those nearest
-        its centre (:func:`~pcreg.registration.cleaning.nearest_cells`); None: all. The
-        geometric transformer's work grows with the square of the superpoints. KITTI scans
-        have 210-760 at the outdoor network's 4.8 m (seq. 00-07 of ``../shared/train_data``;
-        the highway scans of 01 and 04 600-760), and one network pass took 2.9 s at 700,
-        1.65 s at 400. Capped at 400, the learned path registered all 52 training pairs of
-        ``../shared/train_data`` right (RRE < 2 deg, RTE < 0.3 m; median RTE 3.1 cm against
-        3.2 cm uncapped), with its slowest pair 3.5 s instead of 5.7 s (2-core AMD EPYC,
-        busy). Indoor: none measured (a 3DMatch fragment has 100-400 at 0.4 m; a whole
-        scanned room more, and cutting each of two stations' scans to its own centre could
-        cut away their overlap).
+    superpoint_cap: about how many superpoint cells of each cloud the network is given,
+        those nearest its centre (:meth:`~pcreg.registration.pipeline._Plan.for_network`,
+        :func:`~pcreg.registration.cleaning.nearest_cells`); None: all. The rest of the
+        pipeline works on the whole clouds. The geometric transformer's work grows with the
+        square of the superpoints. KITTI scans have 210-760 at the outdoor network's 4.8 m
+        (seq. 00-07 of ``../shared/train_data``; the highway scans of 01 and 04 600-760), and
+        one network pass took 2.9 s at 700, 1.65 s at 400. On the 52 training pairs of
+        ``../shared/train_data`` the default ``auto`` registered 52/52 right with every
+        superpoint and with 400 (median 2.31 / 2.19 s); the learned path alone 52/52 and
+        51/52 (one highway pair 8.9 m apart refused, which ``auto`` registers through FPFH +
+        RANSAC); 500 registered one pair 0.87 m off (2-core AMD EPYC). Indoor: none measured
+        (a 3DMatch fragment has 100-400 at 0.4 m; a whole scanned room more, and cutting each
+        of two stations' scans to its own centre could cut away their overlap).
+    classical_queries: ``auto``'s FPFH + RANSAC matches at most this many downsampled
+        source points (a seeded subset, each with its whole-cloud feature: its time goes
+        into matching them, :func:`~pcreg.baselines.fpfh_ransac.fpfh_ransac`); None: all.
+        ``--method fpfh-ransac`` (Open3D's recipe, the benchmarks' peer) always matches
+        all. On the 52 KITTI training pairs of ``../shared/train_data`` (0.3 m voxel: 10-34k
+        points) RANSAC found the pose (under 5 deg / 2 m) for 49 with every point, 48 with
+        10,000 and 49 with 6,000, in a median 2.65 / 1.59 / 1.27 s (2-core AMD EPYC, busy).
+        Indoor: none. Generated room fragments (under 6,000 points at 5 cm) would not be cut;
+        on the denser generated room of the suite (15.7k points at 5 cm) RANSAC's pose was
+        6.2 deg off with every point and 6.0-12.3 deg with 5,000-6,000: not measured enough
+        to cap.
     """
 
     name: str
     voxel_size: float
     inlier_radius: float
     superpoint_cap: int | None = None
+    classical_queries: int | None = None
 
 
 #: clouds whose robust extent (bounding-box diagonal, metres) exceeds this are "outdoor"
@@ -46,7 +60,9 @@ OUTDOOR_EXTENT_M = 20.0
 #: the settings by name
 SETTINGS = {
     "indoor": Setting("indoor", voxel_size=0.05, inlier_radius=0.1),
-    "outdoor": Setting("outdoor", voxel_size=0.3, inlier_radius=0.6, superpoint_cap=400),
+    "outdoor": Setting(
+        "outdoor", voxel_size=0.3, inlier_radius=0.6, superpoint_cap=400, classical_queries=6000
+    ),
 }
 
 

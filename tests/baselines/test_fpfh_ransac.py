@@ -42,4 +42,43 @@ def test_the_capped_search_still_registers_the_room(room_pair):
     err = pose_errors(capped.transform, gt, src)
     assert err["rre_deg"] < 10.0 and err["rmse_m"] < 0.05 * diagonal, err
     # its correspondences come from the subset only
-    assert 3 <= len(capped.src_corr_points) <= n // 3
+    sub = {tuple(p) for p in np.asarray(_prepare(src, 0.05, keep=n // 3)[0].points)}
+    assert len(capped.src_corr_points) >= 3
+    assert all(tuple(p) in sub for p in capped.src_corr_points)
+
+
+def test_auto_caps_the_matched_points_outdoors_and_fpfh_ransac_alone_does_not(
+    monkeypatch, room_pair
+):
+    """``auto``'s classical step matches at most the setting's ``classical_queries`` source
+    points (outdoor 6,000, indoor all); ``--method fpfh-ransac`` (Open3D's recipe, the
+    benchmarks' peer) matches all."""
+    import time
+
+    import pcreg.baselines
+    from pcreg.api import pipeline
+    from pcreg.registration.auto import _attempt
+    from pcreg.registration.result import SETTINGS
+
+    asked = []
+    real = pcreg.baselines.fpfh_ransac
+
+    def spy(*args, **kwargs):
+        asked.append(kwargs.get("max_queries"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(pcreg.baselines, "fpfh_ransac", spy)
+    src, ref, _ = room_pair
+    src, ref = src.astype(np.float64), ref.astype(np.float64)
+    pipeline(None, method="fpfh-ransac")(src, ref)
+    assert asked == [None]
+    assert SETTINGS["outdoor"].classical_queries == 6000
+    assert SETTINGS["indoor"].classical_queries is None
+    pipe = pipeline(None, method="auto")
+    for scale, want in ((1.0, None), (10.0, 6000)):  # the room, and the room as a 48 m site
+        plan = pipe.plan(src * scale, ref * scale)
+        assert plan.setting.name == ("indoor" if want is None else "outdoor")
+        s, r, o = plan.clean(src * scale, ref * scale, np.zeros((2, 3)))
+        asked.clear()
+        found = _attempt(pipe, plan, "classical", s, r, o, 1.0, time.perf_counter())
+        assert asked == [want] and found

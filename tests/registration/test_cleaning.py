@@ -69,9 +69,12 @@ def test_nearest_cells_keeps_the_near_field_up_to_the_cap(rng):
     assert len(cut) / len(scan) > 120 / cells
 
 
-def test_the_outdoor_network_sees_at_most_its_superpoint_cap(rng):
-    """The pipeline's cleaning cuts each cloud to the outdoor setting's superpoint cap for
-    the network, and nothing for the classical path or the indoor setting."""
+def test_the_outdoor_network_sees_about_its_superpoint_cap(rng):
+    """What the network is given of a cleaned pair: each cloud cut to about the outdoor
+    setting's superpoint cap; the cleaning itself cuts nothing, and neither the classical
+    path nor the indoor setting is cut."""
+    import pytest
+
     from pcreg.registration.checks import voxel_count
     from pcreg.registration.pipeline import _Plan
     from pcreg.registration.result import SETTINGS
@@ -82,10 +85,15 @@ def test_the_outdoor_network_sees_at_most_its_superpoint_cap(rng):
     assert voxel_count(street, 4.8) > 2 * cap
     network = _Plan(SETTINGS["outdoor"], "outdoor", object(), 0.3, 4.8)
     src, ref, _ = network.clean(street, street[::2], np.zeros((2, 3)))
-    for cut in (src, ref):
-        assert voxel_count(cut, 4.8) <= cap + cap // 10  # the grid falls elsewhere: about
+    assert len(src) == len(street)  # the cleaning cuts nothing
+    for whole in (src, ref):
+        cut, cut_ref = network.for_network(whole, whole)
+        np.testing.assert_array_equal(cut, cut_ref)
+        assert voxel_count(cut, 4.8) <= cap + cap // 10  # the network's grid falls elsewhere
         assert np.linalg.norm(cut, axis=1).max() < 100
     classical = _Plan(SETTINGS["outdoor"], "outdoor", None, 0.3, 4.8)
-    assert len(classical.clean(street, street, np.zeros((2, 3)))[0]) == len(street)
+    assert classical.for_network(street, street)[0] is street
     indoor = _Plan(SETTINGS["indoor"], "indoor", object(), 0.05, 4.8)
-    assert len(indoor.clean(street, street, np.zeros((2, 3)))[0]) == len(street)
+    assert indoor.for_network(street, street)[0] is street
+    with pytest.raises(ValueError, match="at least 1"):
+        nearest_cells(street, 4.8, 0)
