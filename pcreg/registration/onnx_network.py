@@ -159,6 +159,32 @@ class OnnxRegistrar:
                 out.append(self._predict(s, r, s_emb, r_emb, start))
         return out
 
+    @single_threaded_blas
+    def keeping(
+        self, src: np.ndarray, ref: np.ndarray
+    ) -> tuple[Prediction, Callable[[np.ndarray], Prediction]]:
+        """The network on one pair as given (as :meth:`__call__`, and as fast), and a
+        function that runs it on the source turned by ``rot (3, 3)``, proper or improper,
+        on what this pass computed: the pyramids, the reference's features and both
+        embeddings; only the turned source's backbone and the matching run again (the
+        mirror check's image of a LiDAR scan: :mod:`pcreg.registration.mirror`). Its
+        prediction is for the turned source."""
+        start = time.perf_counter()
+        with _Lanes() as lanes:
+            s_pyr, r_pyr = self._pyramids(src, ref, lanes)
+            s, r = lanes.both(partial(self._backbone, s_pyr), partial(self._backbone, r_pyr))
+            s_emb, r_emb = lanes.both(partial(self._embedding, s), partial(self._embedding, r))
+            pred = self._predict(s, r, s_emb, r_emb, start)
+
+        @single_threaded_blas
+        def turned(rot: np.ndarray) -> Prediction:
+            began = time.perf_counter()
+            r32 = np.asarray(rot, np.float32)
+            moved = s_pyr._replace(points=[p @ r32.T for p in s_pyr.points])
+            return self._predict(self._backbone(moved), r, s_emb, r_emb, began)
+
+        return pred, turned
+
     def hypotheses(
         self, src: np.ndarray, ref: np.ndarray, rotations: np.ndarray
     ) -> list[Prediction]:

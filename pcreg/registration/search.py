@@ -234,10 +234,16 @@ class OrientationSearch:
         the pair is run as given, or with ``as_given=False`` None is returned."""
         start = time.perf_counter()
         if self.plain:
-            pred = self.network(src, ref)
+            keeping = getattr(self.network, "keeping", None)
+            if keeping is not None:  # the mirror image reuses this pass's reference and
+                pred, turned = keeping(src, ref)  # embeddings: one backbone, one matching
+                mirror = lambda k: turned(REFLECTION)  # noqa: E731
+            else:
+                pred = self.network(src, ref)
+                mirror = lambda k: self.network(mirrored(src), ref)  # noqa: E731
             support = pred.consensus(self.acceptance_radius)
             found = SearchResult(pred, support, "identity", 1, [(pred.transform, support)])
-            found.mirror = lambda k: self.network(mirrored(src), ref)
+            found.mirror = mirror
             return found
         best: SearchResult | None = None
         tried = 0

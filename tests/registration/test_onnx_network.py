@@ -85,6 +85,30 @@ def test_hypotheses_match_torch(indoor, shared_data):
         np.testing.assert_allclose(_rows(b), _rows(a), atol=1e-5)
 
 
+def test_keeping_is_the_plain_pass_and_turns_the_source_on_its_own_work(indoor, shared_data):
+    """``keeping``: the plain pass's prediction, and turned sources (the mirror image too)
+    predicted as the hypotheses path predicts them, for the turned source."""
+    from scipy.spatial import cKDTree
+
+    from pcreg.registration.mirror import REFLECTION
+
+    _, onnx_net = indoor
+    src, ref, _ = _real_pair(shared_data)
+    pred, turned = onnx_net.keeping(src, ref)
+    plain = onnx_net(src, ref)
+    np.testing.assert_allclose(pred.transform, plain.transform, atol=1e-9)
+    np.testing.assert_allclose(_rows(pred), _rows(plain), atol=1e-9)
+    rots = np.stack([_rotation([0, 0, 1], 90), REFLECTION])
+    for rot, want in zip(rots, onnx_net.hypotheses(src, ref, rots), strict=True):
+        got = turned(rot)
+        np.testing.assert_allclose(got.transform, want.transform, atol=1e-6)
+        np.testing.assert_allclose(_rows(got), _rows(want), atol=1e-6)
+    # the mirror image's correspondences are points of the mirrored source (x -> -x)
+    image = turned(REFLECTION)
+    gap, _ = cKDTree(src * np.diag(REFLECTION)).query(image.src_corr_points)
+    assert len(gap) > 100 and gap.max() < 0.05  # within the network's 5 cm voxel
+
+
 @pytest.mark.slow
 def test_real_outdoor_pair_matches_torch(cache, shared_data):
     src, ref = _kitti(shared_data, 94), _kitti(shared_data, 95)
