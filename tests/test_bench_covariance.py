@@ -155,3 +155,47 @@ def test_the_covariance_is_the_same_far_from_the_origin():
     adjoint = np.eye(6)
     adjoint[3:, :3] = skew  # the source frame's origin moved by -offset: delta = A delta_0
     assert np.allclose(far, adjoint @ near @ adjoint.T, rtol=1e-6, atol=1e-9)
+
+
+def _sample(delta: np.ndarray, kind: str = "outdoor", right: bool = True):
+    """A sample whose calibrated covariance is ``3 c² I`` (unit information, three
+    correspondences, no residual, a unit voxel): ``d2 = |delta|² / (3 c²)``."""
+    from pcreg.bench.covariance import CovarianceSample
+
+    return CovarianceSample("g", "n", True, right, delta, np.eye(6), 0.0, 3, 1.0, kind)
+
+
+def test_fit_floor_is_the_smallest_floor_holding_95_percent():
+    from pcreg.bench.covariance import fit_floor
+
+    rng = np.random.default_rng(0)
+    norms = np.sort(rng.uniform(0.1, 1.0, 100))
+    samples = [_sample(np.r_[n, 0, 0, 0, 0, 0]) for n in norms]
+    # the wrong ones and another kind's do not count, however far off
+    samples += [_sample(np.full(6, 50.0), right=False), _sample(np.full(6, 50.0), "indoor")]
+    c = fit_floor(samples, "outdoor")
+    expected = norms[94] / np.sqrt(3 * CHI2_95_6)  # the 95th smallest error on the boundary
+    assert expected <= c <= expected * 1.006
+    assert np.mean([s.d2(True, c) <= CHI2_95_6 for s in samples[:100]]) >= 0.95
+    assert np.mean([s.d2(True, c / 1.01) <= CHI2_95_6 for s in samples[:100]]) < 0.95
+    assert np.isnan(fit_floor(samples, "object"))
+
+
+def test_kitti_training_cases_are_the_training_sweeps_moved():
+    from pathlib import Path
+
+    from pcreg.bench.covariance import kitti_training_cases
+    from pcreg.geometry.clouds import KdTree
+
+    shared = Path(__file__).resolve().parents[2] / "shared" / "data"
+    cases = kitti_training_cases(shared)
+    if not cases:
+        pytest.skip("../shared/train_data KITTI sweeps absent")
+    assert len(cases) == 2 * 52 and all(c.kitti for c in cases)
+    names = {c.name.split(" #")[0] for c in cases}
+    assert len(names) == 52 and not any(n.startswith(("08", "09", "10")) for n in names)
+    for case in cases[::26]:  # ref = gt @ src: the moved source lies on the reference
+        src = case.src[::50] @ case.gt[:3, :3].T + case.gt[:3, 3]
+        dist = KdTree(case.ref).query(src)[0]
+        assert np.median(dist) < 0.15
+        assert not np.allclose(case.gt[:3, :3], np.eye(3), atol=0.05)  # moved

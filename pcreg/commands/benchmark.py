@@ -60,7 +60,8 @@ def add_parser(sub) -> None:
         "--covariance",
         action="store_true",
         help="how often the pose covariance's 95 %% ellipsoid holds the true pose: generated "
-        "pairs (its calibration set) and the zero-shot scans (--draws, default 1)",
+        "pairs and the KITTI training sweeps (its calibration sets) and the zero-shot scans "
+        "(--draws, default 1)",
     )
     bench.add_argument(
         "--no-peers", action="store_true", help="--zero-shot: pcreg alone (no peer columns)"
@@ -238,10 +239,18 @@ def _benchmark_zero_shot(args: argparse.Namespace) -> int:
 
 
 def _benchmark_covariance(args: argparse.Namespace) -> int:
-    from pcreg.bench.covariance import format_coverage_table, generated_cases, measure
+    from pcreg.bench.covariance import (
+        format_coverage_table,
+        generated_cases,
+        kitti_training_cases,
+        measure,
+    )
     from pcreg.bench.zero_shot import zero_shot_cases
 
     sets = {"generated (calibration)": measure(generated_cases())}
+    kitti = kitti_training_cases(args.shared_data)
+    if kitti:
+        sets["KITTI training (calibration)"] = measure(kitti)
     real = zero_shot_cases(args.shared_data, draws=args.draws or 1)
     if real:
         sets["real scans (check)"] = measure(real)

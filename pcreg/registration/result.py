@@ -214,7 +214,8 @@ class RegistrationResult:
         ``covariance_convention`` and :mod:`pcreg.registration.information`), from the source
         ``(N, 3)`` and reference ``(M, 3)`` points it was registered from (input units). The
         keys ``pcreg register --json`` reports; calibrated per kind (an object, else the
-        setting) on generated pairs (BENCHMARKS.md, "Pose covariance coverage")."""
+        setting) on generated pairs and real KITTI training sweeps (BENCHMARKS.md, "Pose
+        covariance coverage")."""
         from pcreg.registration.information import pose_uncertainty
 
         kind = "object" if self.object else self.setting
