@@ -6,6 +6,14 @@ sources, both ways, and each checked pair's mirror-fit ratio.
 
     python tools/mirror_check.py --seeds 3000500-3000507
 
+``--compare screen``: the check with and without its ranking screen
+(:data:`~pcreg.registration.mirror.MIRROR_RANK_RATIO`) instead, on each pair, its mirrored
+source and the reference's own mirror image (moved): how many outcomes differ, how many
+checks the screen spared the network, and the rank ratios of the refused mirrors and of the
+right pairs.
+
+    python tools/mirror_check.py --seeds 3000612-3000623 --compare screen
+
 The labelled verdict set uses seeds 3,000,000-3,000,035 for rooms; use others.
 """
 
@@ -31,9 +39,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", default="3000500-3000507", help="a range, e.g. 0-7")
     parser.add_argument("--pairs", type=int, default=4, help="pairs per room")
+    parser.add_argument("--compare", choices=("check", "screen"), default="check")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     lo, hi = (int(x) for x in args.seeds.split("-"))
+    if args.compare == "screen":
+        return _compare_screen(lo, hi, args.pairs)
     checked = auto._mirror_check
     rng = np.random.default_rng(0)
     tally = dict.fromkeys(("pairs", "right on", "right off", "mirrored on", "mirrored off"), 0)
@@ -77,6 +88,78 @@ def main() -> None:
         "with the check %d, without %d",
         tally["pairs"], tally["right on"], tally["right off"], tally["mirrored on"],
         tally["mirrored off"],
+    )  # fmt: skip
+
+
+def _compare_screen(lo: int, hi: int, per_room: int) -> None:
+    from scipy.spatial.transform import Rotation
+
+    import pcreg
+    import pcreg.registration.search as search
+    from pcreg.data.synthetic.pairs import indoor_pairs
+    from pcreg.geometry import pose_errors
+    from pcreg.registration.mirror import MIRROR_RANK_RATIO, mirrored
+
+    ranks: list[float] = []  # the last search's (source best, mirror best)
+    scores = search.cube_hypothesis_scores
+
+    def recorded(*args, **kwargs):
+        out = scores(*args, **kwargs)
+        ranks.append(float(out.max()))
+        return out
+
+    search.cube_hypothesis_scores = recorded
+    logging.getLogger("pcreg").setLevel(logging.WARNING)
+    rng = np.random.default_rng(1)
+    differ = spared = checked = right = 0
+    refused_ratios, right_ratios = [], []
+    for seed in range(lo, hi + 1):
+        pairs = indoor_pairs(seed, min_overlap=0.1)
+        for i in rng.choice(len(pairs), min(per_room, len(pairs)), replace=False):
+            p = pairs[int(i)]
+            turn = Rotation.random(random_state=int(rng.integers(1 << 30))).as_matrix()
+            src, ref = p.src.astype(np.float64) @ turn.T, p.ref.astype(np.float64)
+            gt = p.transform.copy()
+            gt[:3, :3] = gt[:3, :3] @ turn.T
+            diagonal = float(np.linalg.norm(np.ptp(ref, axis=0)))
+            cases = {"pair": src, "mirrored source": mirrored(src),
+                     "mirrored reference": mirrored(ref) @ turn.T + 1.0}  # fmt: skip
+            for kind, moving in cases.items():
+                got = {}
+                for ratio in (MIRROR_RANK_RATIO, 0.0):  # screened, then not
+                    search.MIRROR_RANK_RATIO = ratio
+                    ranks.clear()
+                    res = pcreg.register(moving, ref)
+                    got[ratio] = (res, list(ranks))
+                search.MIRROR_RANK_RATIO = MIRROR_RANK_RATIO
+                (on, _), (off, off_ranks) = got[MIRROR_RANK_RATIO], got[0.0]
+                same = on.registered == off.registered and on.reason[:7] == off.reason[:7]
+                differ += not same
+                m_on, m_off = on.verdict.mirror, off.verdict.mirror
+                if m_off is not None and m_off["mirror_fit"] is not None:
+                    checked += 1
+                    spared += m_on is not None and m_on["mirror_fit"] is None
+                    if len(off_ranks) == 2:  # the search's ranking, then its mirror image's
+                        ratio_of = off_ranks[1] / off_ranks[0]
+                        if off.reason.startswith("mirror:"):
+                            refused_ratios.append(ratio_of)
+                        elif kind == "pair":
+                            right_ratios.append(ratio_of)
+                if kind == "pair":
+                    err = pose_errors(on.transform, gt, src)
+                    right += bool(on.registered and err["rre_deg"] < 10
+                                  and err["rmse_m"] <= 0.05 * diagonal)  # fmt: skip
+                if not same:
+                    logger.info("%d %d %s: screened %s (%s), unscreened %s (%s)", seed, i,
+                                kind, on.registered, on.reason[:60], off.registered,
+                                off.reason[:60])  # fmt: skip
+    logger.info(
+        "outcomes that differ with the screen: %d; checks that ran the mirror image's "
+        "estimate unscreened: %d, spared by the screen: %d; right pairs registered: %d; rank "
+        "ratio of refused mirrors %s, of right pairs checked %s",
+        differ, checked, spared, right,
+        f"{min(refused_ratios):.2f}-{max(refused_ratios):.2f}" if refused_ratios else "-",
+        f"{min(right_ratios):.2f}-{max(right_ratios):.2f}" if right_ratios else "-",
     )  # fmt: skip
 
 

@@ -451,11 +451,15 @@ def _mirror_features(pipe, plan, mirror, src, ref, origins, scale, start) -> lis
     """The measurements of the network's estimate for the mirror image of ``src`` onto
     ``ref`` (``mirror``: the search's :attr:`~pcreg.registration.search.SearchResult.mirror`,
     run on the :data:`MIRROR_HYPOTHESES` best-ranked hypotheses), polished by ICP and
-    verified like any estimate, without the symmetry probe."""
+    verified like any estimate, without the symmetry probe; none where the search's ranking
+    screened the mirror image out (:data:`~pcreg.registration.mirror.MIRROR_RANK_RATIO`)."""
     from pcreg.registration.mirror import mirrored
     from pcreg.registration.verdict import candidate_features
 
-    result = pipe._learned(plan, mirror(MIRROR_HYPOTHESES), "mirror")
+    found = mirror(MIRROR_HYPOTHESES)
+    if found is None:  # the ranking screened it out (pcreg.registration.mirror)
+        return []
+    result = pipe._learned(plan, found, "mirror")
     result.method_used = "geotransformer"
     result = pipe._finish(result, plan, mirrored(src), ref, start, origins, scale, probe=False,
                           icp_iterations=MIRROR_ICP_ITERATIONS)  # fmt: skip

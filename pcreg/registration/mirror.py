@@ -48,6 +48,21 @@ pyramids, reference features and embeddings
 training pairs 4-9 m apart, against 0.75-1.68 s for a pass of its own. An estimate
 of another step (FPFH + RANSAC's) searches the mirror image anew with that step.
 
+Most right registrations need no estimate for the mirror image at all: the orientation search
+ranks the 24 cube rotations of the source by a coarse occupancy correlation
+(:func:`~pcreg.geometry.cube_ranking.cube_hypothesis_scores`, 0.2 m cells, about 7 ms), and
+the mirror image's ranking costs one more. A mirror image that fits the reference 1.2x as well
+as the source and 80 % both ways should also rank at least as well as the source at that
+coarse level (measured, not a bound), so its network estimate runs only where its best rank
+reaches :data:`MIRROR_RANK_RATIO` (1.0) x the source's. On generated rooms never in any fit
+(seeds 3,000,600-611, 4 pairs each under a random rotation, each with the reference's own
+mirror image and the mirrored source as negatives) the refused mirrors ranked 1.12-3.97x the
+source, the right pairs the check reached 0.46-1.0x; on fresh seeds 3,000,612-623 the screen
+changed no outcome of 144 and spared 20 of 55 checks (refused mirrors 1.11-2.95x, right pairs
+0.39-1.47x; ``python tools/mirror_check.py --seeds 3000612-3000623 --compare screen``); the
+real 3DMatch pairs of ``../shared/data`` rank their mirror images 0.91x and 0.83x, so neither
+runs the network for it: the check's +0.13 s there is gone (BENCHMARKS.md, "Mirrored scans").
+
 The ratio is 1.2, not 1: a generated box room fits its mirror image nearly as well as itself
 (the suite's generated room pair 1.09), and the real mirrors lie far above it. On generated
 rooms (fresh seeds 3,000,500-507, 4 pairs each under a random rotation, not the labelled
@@ -78,7 +93,14 @@ import numpy as np
 
 from pcreg.errors import InputError
 
-__all__ = ["CONGRUENT_FIT", "MIRROR_RATIO", "REFLECTION", "mirror_check", "mirrored"]
+__all__ = [
+    "CONGRUENT_FIT",
+    "MIRROR_RANK_RATIO",
+    "MIRROR_RATIO",
+    "REFLECTION",
+    "mirror_check",
+    "mirrored",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -88,6 +110,11 @@ CONGRUENT_FIT = 0.8
 #: the mirror image's fit over the source's from which a registration is refused (module doc:
 #: real mirrors 1.87-2.7, right registrations of real pairs up to 0.89, generated box rooms 1.09)
 MIRROR_RATIO = 1.2
+#: the orientation search's screen: the mirror image's network estimate runs only where its
+#: best cube ranking (:func:`~pcreg.geometry.cube_ranking.cube_hypothesis_scores`) reaches
+#: this share of the source's best (module doc: refused mirrors 1.43-3.7, right pairs 1.0 at
+#: most on generated rooms)
+MIRROR_RANK_RATIO = 1.0
 #: the reflection: x -> -x in the working frame (any one reflection serves: the search is
 #: rigid, so it covers every improper motion)
 REFLECTION = np.diag([-1.0, 1.0, 1.0])

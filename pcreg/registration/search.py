@@ -37,7 +37,7 @@ from pcreg.config import ORIENTATION_SEARCHES, SearchConfig
 from pcreg.engine.threads import single_threaded_blas
 from pcreg.geometry.cube_ranking import cube_hypothesis_scores
 from pcreg.geometry.manhattan import CUBE_ROTATIONS, estimate_manhattan_frame
-from pcreg.registration.mirror import REFLECTION, mirrored
+from pcreg.registration.mirror import MIRROR_RANK_RATIO, REFLECTION, mirrored
 from pcreg.registration.prediction import Prediction
 
 if TYPE_CHECKING:
@@ -70,7 +70,9 @@ class Hypotheses:
     labels: list[str] = field(default_factory=list)
     #: ``rank_mirror(k)``: the ``k`` best rotations ``(k, 3, 3)`` for the source's mirror
     #: image in the source frame (the source as the search sees it, reflected in its first
-    #: axis: ``src_frame`` rows with the first negated); None: the identity alone
+    #: axis: ``src_frame`` rows with the first negated), none ``(0, 3, 3)`` where the mirror
+    #: image ranks under :data:`~pcreg.registration.mirror.MIRROR_RANK_RATIO` x the source's
+    #: best; None: the identity alone
     rank_mirror: Callable[[int], np.ndarray] | None = None
 
 
@@ -139,6 +141,7 @@ class ManhattanHypotheses:
             return None
         src_rot, ref_rot = f_src.rotation, f_ref.rotation
         candidates = np.arange(len(CUBE_ROTATIONS))
+        best = None  # the source's best rank: the mirror image must reach a share of it
         if self.keep > 0:
             rank = cube_hypothesis_scores(
                 f_src.points @ src_rot.T,
@@ -149,6 +152,7 @@ class ManhattanHypotheses:
             )
             candidates = np.argsort(-rank, kind="stable")
             candidates = candidates[rank[candidates] >= self.keep * rank.max()]
+            best = float(rank.max())
 
         def rank_mirror(k: int) -> np.ndarray:
             rank = cube_hypothesis_scores(  # the canonical source reflected in x
@@ -158,6 +162,12 @@ class ManhattanHypotheses:
                 f_ref.normals @ ref_rot.T,
                 voxel=self.rank_voxel,
             )
+            if best is not None and rank.max() < MIRROR_RANK_RATIO * best:
+                logger.info(
+                    "mirror check: the mirror image ranks %.2f, the source %.2f: not searched",
+                    rank.max(), best,
+                )  # fmt: skip
+                return CUBE_ROTATIONS[:0]
             return CUBE_ROTATIONS[np.argsort(-rank, kind="stable")[:k]]
 
         return Hypotheses(
@@ -181,8 +191,9 @@ class SearchResult:
     #: ``mirror(k)``: the network's best-supported estimate for the source's mirror image
     #: (:func:`~pcreg.registration.mirror.mirrored`) onto the reference under the ``k``
     #: best-ranked orientation hypotheses, its transform for the mirror image as given,
-    #: reusing the search's pyramids and reference features where the network allows
-    mirror: Callable[[int], Prediction] | None = None
+    #: reusing the search's pyramids and reference features where the network allows; it
+    #: returns None where the ranking leaves the mirror image nothing to run
+    mirror: Callable[[int], Prediction | None] | None = None
 
 
 class OrientationSearch:
@@ -293,15 +304,18 @@ class OrientationSearch:
         reusable: bool,
         src_c: np.ndarray,
         ref_c: np.ndarray,
-    ) -> Callable[[int], Prediction] | None:
+    ) -> Callable[[int], Prediction | None] | None:
         """:attr:`SearchResult.mirror` for the hypotheses ``hyp`` of one source: the mirror
         image's ``k`` best-ranked rotations, run by ``run`` (``reusable``: it takes improper
-        rotations on the canonical source's pyramid) or on the reflected canonical source."""
+        rotations on the canonical source's pyramid) or on the reflected canonical source;
+        None where the ranking gives none."""
         if hyp.rank_mirror is None:
             return None
 
-        def mirror(k: int) -> Prediction:
+        def mirror(k: int) -> Prediction | None:
             rotations = hyp.rank_mirror(k)
+            if not len(rotations):
+                return None
             if reusable:  # improper: rot @ R on the canonical source's own pyramid
                 preds = run(rotations @ REFLECTION)
             else:

@@ -100,6 +100,28 @@ def test_the_search_estimates_the_mirror_image_in_its_own_frame(shared_data):
     assert angle < 5.0 and np.sqrt(np.mean(np.sum((moved - truth) ** 2, 1))) < 0.15
 
 
+@pytest.mark.data
+def test_the_ranking_screens_out_the_mirror_image_of_a_right_pair(shared_data, monkeypatch):
+    """The real demo pair as given: its source's mirror image ranks under the source (0.91x),
+    so the mirror check runs no network for it and the pair stays registered; with the screen
+    off the same search estimates it."""
+    import pcreg
+    import pcreg.registration.search as search_module
+    from pcreg.registration.mirror import MIRROR_RANK_RATIO
+    from pcreg.registration.pipeline import Registration
+
+    assert MIRROR_RANK_RATIO == 1.0
+    root = shared_data / "geotransformer_repo" / "demo"
+    src, ref = (np.load(root / f"{n}.npy").astype(np.float64) for n in ("src", "ref"))
+    result = pcreg.register(src, ref)
+    assert result.registered and result.verdict.mirror["mirror_fit"] is None
+    pipe = Registration()
+    search = pipe.search_for(pipe.loaded("indoor"))
+    assert search(src, ref).mirror(2) is None
+    monkeypatch.setattr(search_module, "MIRROR_RANK_RATIO", 0.0)
+    assert search(src, ref).mirror(2) is not None
+
+
 def test_a_registered_result_keeps_no_search_state_and_pickles(room_pair):
     """The mirror check reuses the search's pyramids through closures on the candidates; the
     returned result must hold none of them (Ray sends results between processes: the network
