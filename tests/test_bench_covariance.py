@@ -179,6 +179,8 @@ def test_fit_floor_is_the_smallest_floor_holding_95_percent():
     assert np.mean([s.d2(True, c) <= CHI2_95_6 for s in samples[:100]]) >= 0.95
     assert np.mean([s.d2(True, c / 1.01) <= CHI2_95_6 for s in samples[:100]]) < 0.95
     assert np.isnan(fit_floor(samples, "object"))
+    assert fit_floor([_sample(np.zeros(6))] * 20, "outdoor") == 1e-4  # held at the least
+    assert fit_floor([_sample(np.full(6, 1e4))] * 20, "outdoor") == float("inf")
 
 
 def test_kitti_training_cases_are_the_training_sweeps_moved():
@@ -194,7 +196,7 @@ def test_kitti_training_cases_are_the_training_sweeps_moved():
     assert len(cases) == 2 * 52 and all(c.kitti for c in cases)
     names = {c.name.split(" #")[0] for c in cases}
     assert len(names) == 52 and not any(n.startswith(("08", "09", "10")) for n in names)
-    for case in cases[::26]:  # ref = gt @ src: the moved source lies on the reference
+    for case in cases[::13]:  # both draws (rotation, yaw): the moved source lies on ref
         src = case.src[::50] @ case.gt[:3, :3].T + case.gt[:3, 3]
         dist = KdTree(case.ref).query(src)[0]
         assert np.median(dist) < 0.15

@@ -148,7 +148,9 @@ def test_register_json_carries_the_pose_covariance(tmp_path, capsys):
     """``pcreg register --json``: the information matrix and the calibrated covariance of the
     estimate (rotation in rad then translation, source frame; the object floor of
     ``pcreg.registration.information``); on two overlapping bunny views the standard deviations
-    are a small fraction of a degree and of a millimetre."""
+    are a small fraction of a degree and about a millimetre (the object floor, 0.12 voxel of
+    2.7-3.1 mm, over the correspondences; the views register within about 1 mm of the
+    ``.conf`` poses, BENCHMARKS.md "Multiway registration")."""
     files, _ = _bunny_views(tmp_path, ("bun000", "bun045"))
     assert main(["register", str(files[1]), str(files[0]), "--json"]) == 0
     record = json.loads(capsys.readouterr().out)
@@ -163,7 +165,7 @@ def test_register_json_carries_the_pose_covariance(tmp_path, capsys):
     rot_sd = np.degrees(np.sqrt(np.diag(cov)[:3]))
     trans_sd = np.sqrt(np.diag(cov)[3:])
     assert np.all((rot_sd > 1e-3) & (rot_sd < 0.5)), rot_sd
-    assert np.all((trans_sd > 1e-6) & (trans_sd < 1e-3)), trans_sd  # metres: under 1 mm
+    assert np.all((trans_sd > 1e-6) & (trans_sd < 2e-3)), trans_sd  # metres: under 2 mm
     assert "rotation in rad" in record["covariance_convention"]
 
 

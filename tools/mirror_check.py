@@ -111,7 +111,7 @@ def _compare_screen(lo: int, hi: int, per_room: int) -> None:
     search.cube_hypothesis_scores = recorded
     logging.getLogger("pcreg").setLevel(logging.WARNING)
     rng = np.random.default_rng(1)
-    differ = spared = checked = right = 0
+    differ = spared = checked = right = refused = unranked = 0
     refused_ratios, right_ratios = [], []
     for seed in range(lo, hi + 1):
         pairs = indoor_pairs(seed, min_overlap=0.1)
@@ -133,12 +133,16 @@ def _compare_screen(lo: int, hi: int, per_room: int) -> None:
                     got[ratio] = (res, list(ranks))
                 search.MIRROR_RANK_RATIO = MIRROR_RANK_RATIO
                 (on, _), (off, off_ranks) = got[MIRROR_RANK_RATIO], got[0.0]
-                same = on.registered == off.registered and on.reason[:7] == off.reason[:7]
+                same = on.registered == off.registered and (
+                    on.reason.split(":")[0] == off.reason.split(":")[0]
+                )
                 differ += not same
                 m_on, m_off = on.verdict.mirror, off.verdict.mirror
+                refused += off.reason.startswith("mirror:")
                 if m_off is not None and m_off["mirror_fit"] is not None:
                     checked += 1
                     spared += m_on is not None and m_on["mirror_fit"] is None
+                    unranked += len(off_ranks) != 2  # an estimate of another step, say
                     if len(off_ranks) == 2:  # the search's ranking, then its mirror image's
                         ratio_of = off_ranks[1] / off_ranks[0]
                         if off.reason.startswith("mirror:"):
@@ -154,10 +158,11 @@ def _compare_screen(lo: int, hi: int, per_room: int) -> None:
                                 kind, on.registered, on.reason[:60], off.registered,
                                 off.reason[:60])  # fmt: skip
     logger.info(
-        "outcomes that differ with the screen: %d; checks that ran the mirror image's "
-        "estimate unscreened: %d, spared by the screen: %d; right pairs registered: %d; rank "
-        "ratio of refused mirrors %s, of right pairs checked %s",
-        differ, checked, spared, right,
+        "outcomes that differ with the screen: %d; mirror refusals unscreened: %d; checks that "
+        "ran the mirror image's estimate unscreened: %d (%d not through the ranking: no ratio), "
+        "spared by the screen: %d; right pairs registered: %d; rank ratio of refused mirrors "
+        "%s, of right pairs checked %s",
+        differ, refused, checked, unranked, spared, right,
         f"{min(refused_ratios):.2f}-{max(refused_ratios):.2f}" if refused_ratios else "-",
         f"{min(right_ratios):.2f}-{max(right_ratios):.2f}" if right_ratios else "-",
     )  # fmt: skip

@@ -175,7 +175,9 @@ def fit_floor(samples: list[CovarianceSample], kind: str, coverage: float = 0.95
     """The smallest floor ``c`` (voxels, :func:`pcreg.registration.information.
     calibrated_variance`) whose 95 % ellipsoid holds ``coverage`` of the right registrations
     of ``kind`` among ``samples`` (to 0.5 %; ``nan`` where there are none). ``d2`` falls as
-    ``c`` grows, so the search bisects ``log c`` over [1e-4, 100]."""
+    ``c`` grows, so the search bisects ``log c`` over [1e-4, 100]: 1e-4 where that already
+    holds them (ICP's own spread suffices), ``inf`` where even 100 does not. A sample whose
+    information matrix is singular has no ellipsoid and counts as not held."""
     right = [s for s in samples if s.right and s.kind == kind]
     if not right:
         return float("nan")
@@ -186,6 +188,8 @@ def fit_floor(samples: list[CovarianceSample], kind: str, coverage: float = 0.95
     lo, hi = 1e-4, 100.0
     if covered(hi) < coverage:
         return float("inf")
+    if covered(lo) >= coverage:
+        return lo
     while hi / lo > 1.005:
         mid = float(np.sqrt(lo * hi))
         lo, hi = (lo, mid) if covered(mid) >= coverage else (mid, hi)

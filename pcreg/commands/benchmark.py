@@ -247,10 +247,13 @@ def _benchmark_covariance(args: argparse.Namespace) -> int:
     )
     from pcreg.bench.zero_shot import zero_shot_cases
 
-    sets = {"generated (calibration)": measure(generated_cases())}
-    kitti = kitti_training_cases(args.shared_data)
-    if kitti:
-        sets["KITTI training (calibration)"] = measure(kitti)
+    generated = measure(generated_cases())
+    sets = {  # the generated streets check the outdoor floor the KITTI sweeps fit
+        "generated (calibration)": [s for s in generated if s.group != "outdoor"],
+        "KITTI training (calibration)": measure(kitti_training_cases(args.shared_data)),
+        "generated (check)": [s for s in generated if s.group == "outdoor"],
+    }
+    sets = {name: samples for name, samples in sets.items() if samples}
     real = zero_shot_cases(args.shared_data, draws=args.draws or 1)
     if real:
         sets["real scans (check)"] = measure(real)

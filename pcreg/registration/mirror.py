@@ -35,13 +35,14 @@ leaves no room for a mirror image (a mirrored scan that fits its original this w
 congruent to it, and the labelled verdict set leaves such mirrors out as no negative,
 :data:`pcreg.bench.verdict_set.CONGRUENT`). Most right registrations of scans of one place
 fit more (KITTI 0.93-0.98, TUM 0.85-0.99, the bunny and dragon
-0.84-0.95), so the check costs nothing there. Partial overlaps (3DMatch fragments, 52 %) pay
-for the mirror image's estimate: where the network's orientation search made the estimate,
+0.84-0.95), so the check costs nothing there. Partial overlaps (3DMatch fragments, 52 %) may
+need the mirror image's estimate: where the network's orientation search made the estimate,
 two more hypotheses on the search's own pyramids and reference features (a reflected pyramid
 is the reflected cloud's, :meth:`~pcreg.registration.onnx_network.OnnxRegistrar.prepare`),
-then ICP (at most 20 iterations) and the verification, without the symmetry probe: +0.13-0.14
-s on the two 3DMatch pairs of ``../shared/data`` (0.31 / 0.38 -> 0.44 / 0.51 s, medians of 5
-in three alternating rounds, AMD EPYC 2 cores; ``tools/time_default_path.py``). Where the
+then ICP (at most 20 iterations) and the verification, without the symmetry probe. That cost
++0.13-0.14 s on the two 3DMatch pairs of ``../shared/data`` (0.31 / 0.38 -> 0.44 / 0.51 s,
+medians of 5 in three alternating rounds, AMD EPYC 2 cores; ``tools/time_default_path.py``)
+until the ranking screen below spared them. Where the
 search is the identity (the ``outdoor`` network) the mirror image likewise reuses the pass's
 pyramids, reference features and embeddings
 (:meth:`~pcreg.registration.onnx_network.OnnxRegistrar.keeping`): 0.49-0.76 s on KITTI
@@ -112,8 +113,8 @@ CONGRUENT_FIT = 0.8
 MIRROR_RATIO = 1.2
 #: the orientation search's screen: the mirror image's network estimate runs only where its
 #: best cube ranking (:func:`~pcreg.geometry.cube_ranking.cube_hypothesis_scores`) reaches
-#: this share of the source's best (module doc: refused mirrors 1.43-3.7, right pairs 1.0 at
-#: most on generated rooms)
+#: this share of the source's best (module doc: on generated rooms refused mirrors ranked
+#: 1.11-3.97x, right pairs 0.39-1.47x; a right pair above it pays for the check)
 MIRROR_RANK_RATIO = 1.0
 #: the reflection: x -> -x in the working frame (any one reflection serves: the search is
 #: rigid, so it covers every improper motion)
@@ -156,7 +157,8 @@ def mirror_check(verdict: Any, mirror_fits: Callable[[Any], list[dict[str, float
     verdict.mirror = {"fit": round(fit, 4),
                       "mirror_fit": None if other is None else round(other, 4)}  # fmt: skip
     logger.info("mirror check: the source fits %.3f both ways, its mirror image %s", fit,
-                "nothing" if other is None else f"{other:.3f}")  # fmt: skip
+                "no estimate (screened out by the ranking, or none found)" if other is None
+                else f"{other:.3f}")  # fmt: skip
     if other is None or other < max(MIRROR_RATIO * fit, CONGRUENT_FIT):
         return
     verdict.registered = False

@@ -72,7 +72,8 @@ class Hypotheses:
     #: image in the source frame (the source as the search sees it, reflected in its first
     #: axis: ``src_frame`` rows with the first negated), none ``(0, 3, 3)`` where the mirror
     #: image ranks under :data:`~pcreg.registration.mirror.MIRROR_RANK_RATIO` x the source's
-    #: best; None: the identity alone
+    #: best (a search that ranks nothing, ``keep=0``, does not screen: the mirror image is
+    #: always estimated); None: the identity alone
     rank_mirror: Callable[[int], np.ndarray] | None = None
 
 
@@ -162,12 +163,15 @@ class ManhattanHypotheses:
                 f_ref.normals @ ref_rot.T,
                 voxel=self.rank_voxel,
             )
-            if best is not None and rank.max() < MIRROR_RANK_RATIO * best:
+            if best is not None:
+                screened = rank.max() < MIRROR_RANK_RATIO * best
                 logger.info(
-                    "mirror check: the mirror image ranks %.2f, the source %.2f: not searched",
-                    rank.max(), best,
+                    "mirror check: the mirror image ranks %.2f, the source %.2f (%.2fx)%s",
+                    rank.max(), best, rank.max() / max(best, 1e-12),
+                    ": not searched" if screened else "",
                 )  # fmt: skip
-                return CUBE_ROTATIONS[:0]
+                if screened:
+                    return CUBE_ROTATIONS[:0]
             return CUBE_ROTATIONS[np.argsort(-rank, kind="stable")[:k]]
 
         return Hypotheses(

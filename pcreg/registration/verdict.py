@@ -310,7 +310,8 @@ class Verdict:
     diagonal: float = 0.0
     #: the mirror check where it ran (:func:`~pcreg.registration.mirror.mirror_check`; None:
     #: it did not run): the best estimate's both-way fitness and its mirror image's (None: the
-    #: search gave the mirror image no estimate)
+    #: search gave the mirror image no estimate, its ranking having screened it out,
+    #: :data:`~pcreg.registration.mirror.MIRROR_RANK_RATIO`, or nothing found)
     mirror: dict[str, float | None] | None = None
 
     def to_dict(self) -> dict[str, object]:

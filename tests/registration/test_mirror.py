@@ -92,12 +92,53 @@ def test_the_search_estimates_the_mirror_image_in_its_own_frame(shared_data):
     search = pipe.search_for(pipe.loaded("indoor"))
     found = search(mirrored(src), ref)
     pred = found.mirror(2)
+    assert pred is not None  # the real fragment ranks above its mirror image: not screened
     rot = pred.transform[:3, :3]
     assert np.linalg.det(rot) == pytest.approx(1.0)
     angle = np.degrees(np.arccos(np.clip((np.trace(gt[:3, :3].T @ rot) - 1) / 2, -1, 1)))
     moved = src @ pred.transform[:3, :3].T + pred.transform[:3, 3]
     truth = src @ gt[:3, :3].T + gt[:3, 3]
     assert angle < 5.0 and np.sqrt(np.mean(np.sum((moved - truth) ** 2, 1))) < 0.15
+
+
+def _asymmetric_room(seed: int = 0) -> np.ndarray:
+    """A 6 x 4 x 3 m box room without two of its walls, with a 1 m cube in one corner and a
+    2 x 0.5 m shelf along one wall: no mirror symmetry (points on the surfaces, 5 cm apart)."""
+    rng = np.random.default_rng(seed)
+
+    def face(origin, u, v, n):
+        a, b = rng.uniform(0, 1, (2, n))
+        return np.asarray(origin) + np.outer(a, u) + np.outer(b, v)
+
+    parts = [
+        face([0, 0, 0], [6, 0, 0], [0, 4, 0], 9600),  # floor
+        face([0, 0, 0], [6, 0, 0], [0, 0, 3], 7200),  # wall y = 0
+        face([0, 0, 0], [0, 4, 0], [0, 0, 3], 4800),  # wall x = 0
+        face([1, 1, 0], [1, 0, 0], [0, 0, 1], 400),  # cube, y = 1 face
+        face([1, 1, 1], [1, 0, 0], [0, 1, 0], 400),  # cube top
+        face([2, 1, 0], [0, 1, 0], [0, 0, 1], 400),  # cube, x = 2 face
+        face([4, 0, 1.5], [2, 0, 0], [0, 0.5, 0], 400),  # shelf
+    ]
+    return np.concatenate(parts)
+
+
+@pytest.mark.parametrize("mirror", [False, True])
+def test_the_ranking_screen_keeps_only_mirror_images_that_rank_as_high(mirror):
+    """No data needed: the search's proposal for (a room turned by a cube rotation, the
+    room) ranks the source's mirror image under the source and offers no rotation for it;
+    for (the room mirrored and turned, the room) the mirror image is the room itself and
+    ranks highest: its rotations are offered."""
+    from scipy.spatial.transform import Rotation
+
+    from pcreg.registration.search import ManhattanHypotheses
+
+    room = _asymmetric_room()
+    turn = Rotation.from_euler("z", 90, degrees=True).as_matrix()
+    src = (mirrored(room) if mirror else room) @ turn.T + np.array([0.3, -0.2, 0.1])
+    hyp = ManhattanHypotheses(0.05).propose(src, room)
+    assert hyp is not None and hyp.rank_mirror is not None
+    offered = hyp.rank_mirror(2)
+    assert len(offered) == (2 if mirror else 0)
 
 
 @pytest.mark.data

@@ -134,6 +134,25 @@ def test_a_real_scan_mirrored_onto_itself_is_refused_as_a_mirror(mirrored_scans,
     assert result.to_dict()["mirror"]["mirror_fit"] > 0.9
 
 
+def test_a_tum_frame_mirrored_against_the_next_frame_is_refused_as_a_mirror():
+    """The hostile run's hardest mirror: not the scan itself but the next frame (its mirror
+    image fits 0.85-0.92 both ways, the source about 0.49), under a random motion; through
+    the orientation search and its ranking screen."""
+    from conftest import SHARED_DATA
+    from scipy.spatial.transform import Rotation
+
+    from pcreg.bench.zero_shot import _tum
+
+    tum = SHARED_DATA.parent / "train_data" / "tum_fr1xyz_depth_pairs"
+    if not tum.is_dir():
+        pytest.skip("TUM frames not found")
+    _, src, ref, _ = _tum(tum)[0]
+    turn = Rotation.from_euler("xyz", [35, -70, 120], degrees=True).as_matrix()
+    result = pcreg.register((src * np.array([-1.0, 1.0, 1.0])) @ turn.T + 0.4, ref)
+    assert not result.registered and result.reason.startswith("mirror:"), result.reason
+    assert result.to_dict()["mirror"]["mirror_fit"] > 0.8
+
+
 def _crop(cloud: np.ndarray, at: int, radius: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """A ball of ``cloud`` around its point ``at``, moved by a seeded random motion; returns
     the moved ball and the true ``T_ref_src`` (the inverse motion)."""
