@@ -28,11 +28,8 @@ logger = logging.getLogger("mirror_check")
 
 
 def main() -> None:
-    from scipy.spatial.transform import Rotation
-
     import pcreg
     import pcreg.registration.auto as auto
-    from pcreg.data.synthetic.pairs import indoor_pairs
     from pcreg.geometry import pose_errors
     from pcreg.registration.mirror import mirrored
 
@@ -46,43 +43,34 @@ def main() -> None:
     if args.compare == "screen":
         return _compare_screen(lo, hi, args.pairs)
     checked = auto._mirror_check
-    rng = np.random.default_rng(0)
     tally = dict.fromkeys(("pairs", "right on", "right off", "mirrored on", "mirrored off"), 0)
-    for seed in range(lo, hi + 1):
-        pairs = indoor_pairs(seed, min_overlap=0.1)
-        for i in rng.choice(len(pairs), min(args.pairs, len(pairs)), replace=False):
-            p = pairs[int(i)]
-            turn = Rotation.random(random_state=int(rng.integers(1 << 30))).as_matrix()
-            src, ref = p.src.astype(np.float64) @ turn.T, p.ref.astype(np.float64)
-            gt = p.transform.copy()
-            gt[:3, :3] = gt[:3, :3] @ turn.T
-            diagonal = float(np.linalg.norm(np.ptp(ref, axis=0)))
+    for seed, i, src, ref, gt, diagonal, _ in _room_pairs(lo, hi, args.pairs, 0):
 
-            def right(res, src=src, gt=gt, diagonal=diagonal) -> bool:
-                err = pose_errors(res.transform, gt, src)
-                close = err["rre_deg"] < 10 and err["rmse_m"] <= 0.05 * diagonal
-                return bool(res.registered and close)
+        def right(res, src=src, gt=gt, diagonal=diagonal) -> bool:
+            err = pose_errors(res.transform, gt, src)
+            close = err["rre_deg"] < 10 and err["rmse_m"] <= 0.05 * diagonal
+            return bool(res.registered and close)
 
-            results = {}
-            for on in (True, False):
-                auto._mirror_check = checked if on else (lambda *a, **k: None)
-                try:
-                    results[on] = (pcreg.register(src, ref), pcreg.register(mirrored(src), ref))
-                finally:
-                    auto._mirror_check = checked
-            tally["pairs"] += 1
-            tally["right on"] += right(results[True][0])
-            tally["right off"] += right(results[False][0])
-            tally["mirrored on"] += results[True][1].registered
-            tally["mirrored off"] += results[False][1].registered
-            for kind, res in zip(("pair", "mirrored"), results[True], strict=True):
-                m = res.verdict.mirror if res.verdict is not None else None
-                if m and m["mirror_fit"] is not None:
-                    logger.info("%d %d %s: mirror fit %.2f / fit %.2f = %.2f, registered %s, "
-                                "right %s",
-                                seed, i, kind, m["mirror_fit"], m["fit"],
-                                m["mirror_fit"] / max(m["fit"], 1e-9), res.registered,
-                                kind == "pair" and right(res))  # fmt: skip
+        results = {}
+        for on in (True, False):
+            auto._mirror_check = checked if on else (lambda *a, **k: None)
+            try:
+                results[on] = (pcreg.register(src, ref), pcreg.register(mirrored(src), ref))
+            finally:
+                auto._mirror_check = checked
+        tally["pairs"] += 1
+        tally["right on"] += right(results[True][0])
+        tally["right off"] += right(results[False][0])
+        tally["mirrored on"] += results[True][1].registered
+        tally["mirrored off"] += results[False][1].registered
+        for kind, res in zip(("pair", "mirrored"), results[True], strict=True):
+            m = res.verdict.mirror if res.verdict is not None else None
+            if m and m["mirror_fit"] is not None:
+                logger.info("%d %d %s: mirror fit %.2f / fit %.2f = %.2f, registered %s, "
+                            "right %s",
+                            seed, i, kind, m["mirror_fit"], m["fit"],
+                            m["mirror_fit"] / max(m["fit"], 1e-9), res.registered,
+                            kind == "pair" and right(res))  # fmt: skip
     logger.info(
         "%d pairs: right with the check %d, without %d; of their mirrored sources registered "
         "with the check %d, without %d",
@@ -91,12 +79,28 @@ def main() -> None:
     )  # fmt: skip
 
 
-def _compare_screen(lo: int, hi: int, per_room: int) -> None:
+def _room_pairs(lo: int, hi: int, per_room: int, seed: int):
+    """Up to ``per_room`` fragment pairs of each generated room ``lo..hi``, the source under a
+    random rotation: ``(room seed, pair index, src, ref, T_ref_src, ref diagonal, rotation)``."""
     from scipy.spatial.transform import Rotation
 
+    from pcreg.data.synthetic.pairs import indoor_pairs
+
+    rng = np.random.default_rng(seed)
+    for room in range(lo, hi + 1):
+        pairs = indoor_pairs(room, min_overlap=0.1)
+        for i in rng.choice(len(pairs), min(per_room, len(pairs)), replace=False):
+            p = pairs[int(i)]
+            turn = Rotation.random(random_state=int(rng.integers(1 << 30))).as_matrix()
+            src, ref = p.src.astype(np.float64) @ turn.T, p.ref.astype(np.float64)
+            gt = p.transform.copy()
+            gt[:3, :3] = gt[:3, :3] @ turn.T
+            yield room, int(i), src, ref, gt, float(np.linalg.norm(np.ptp(ref, axis=0))), turn
+
+
+def _compare_screen(lo: int, hi: int, per_room: int) -> None:
     import pcreg
     import pcreg.registration.search as search
-    from pcreg.data.synthetic.pairs import indoor_pairs
     from pcreg.geometry import pose_errors
     from pcreg.registration.mirror import MIRROR_RANK_RATIO, mirrored
 
@@ -110,53 +114,44 @@ def _compare_screen(lo: int, hi: int, per_room: int) -> None:
 
     search.cube_hypothesis_scores = recorded
     logging.getLogger("pcreg").setLevel(logging.WARNING)
-    rng = np.random.default_rng(1)
     differ = spared = checked = right = refused = unranked = 0
     refused_ratios, right_ratios = [], []
-    for seed in range(lo, hi + 1):
-        pairs = indoor_pairs(seed, min_overlap=0.1)
-        for i in rng.choice(len(pairs), min(per_room, len(pairs)), replace=False):
-            p = pairs[int(i)]
-            turn = Rotation.random(random_state=int(rng.integers(1 << 30))).as_matrix()
-            src, ref = p.src.astype(np.float64) @ turn.T, p.ref.astype(np.float64)
-            gt = p.transform.copy()
-            gt[:3, :3] = gt[:3, :3] @ turn.T
-            diagonal = float(np.linalg.norm(np.ptp(ref, axis=0)))
-            cases = {"pair": src, "mirrored source": mirrored(src),
-                     "mirrored reference": mirrored(ref) @ turn.T + 1.0}  # fmt: skip
-            for kind, moving in cases.items():
-                got = {}
-                for ratio in (MIRROR_RANK_RATIO, 0.0):  # screened, then not
-                    search.MIRROR_RANK_RATIO = ratio
-                    ranks.clear()
-                    res = pcreg.register(moving, ref)
-                    got[ratio] = (res, list(ranks))
-                search.MIRROR_RANK_RATIO = MIRROR_RANK_RATIO
-                (on, _), (off, off_ranks) = got[MIRROR_RANK_RATIO], got[0.0]
-                same = on.registered == off.registered and (
-                    on.reason.split(":")[0] == off.reason.split(":")[0]
-                )
-                differ += not same
-                m_on, m_off = on.verdict.mirror, off.verdict.mirror
-                refused += off.reason.startswith("mirror:")
-                if m_off is not None and m_off["mirror_fit"] is not None:
-                    checked += 1
-                    spared += m_on is not None and m_on["mirror_fit"] is None
-                    unranked += len(off_ranks) != 2  # an estimate of another step, say
-                    if len(off_ranks) == 2:  # the search's ranking, then its mirror image's
-                        ratio_of = off_ranks[1] / off_ranks[0]
-                        if off.reason.startswith("mirror:"):
-                            refused_ratios.append(ratio_of)
-                        elif kind == "pair":
-                            right_ratios.append(ratio_of)
-                if kind == "pair":
-                    err = pose_errors(on.transform, gt, src)
-                    right += bool(on.registered and err["rre_deg"] < 10
-                                  and err["rmse_m"] <= 0.05 * diagonal)  # fmt: skip
-                if not same:
-                    logger.info("%d %d %s: screened %s (%s), unscreened %s (%s)", seed, i,
-                                kind, on.registered, on.reason[:60], off.registered,
-                                off.reason[:60])  # fmt: skip
+    for seed, i, src, ref, gt, diagonal, turn in _room_pairs(lo, hi, per_room, 1):
+        cases = {"pair": src, "mirrored source": mirrored(src),
+                 "mirrored reference": mirrored(ref) @ turn.T + 1.0}  # fmt: skip
+        for kind, moving in cases.items():
+            got = {}
+            for ratio in (MIRROR_RANK_RATIO, 0.0):  # screened, then not
+                search.MIRROR_RANK_RATIO = ratio
+                ranks.clear()
+                res = pcreg.register(moving, ref)
+                got[ratio] = (res, list(ranks))
+            search.MIRROR_RANK_RATIO = MIRROR_RANK_RATIO
+            (on, _), (off, off_ranks) = got[MIRROR_RANK_RATIO], got[0.0]
+            same = on.registered == off.registered and (
+                on.reason.split(":")[0] == off.reason.split(":")[0]
+            )
+            differ += not same
+            m_on, m_off = on.verdict.mirror, off.verdict.mirror
+            refused += off.reason.startswith("mirror:")
+            if m_off is not None and m_off["mirror_fit"] is not None:
+                checked += 1
+                spared += m_on is not None and m_on["mirror_fit"] is None
+                unranked += len(off_ranks) != 2  # an estimate of another step, say
+                if len(off_ranks) == 2:  # the search's ranking, then its mirror image's
+                    ratio_of = off_ranks[1] / off_ranks[0]
+                    if off.reason.startswith("mirror:"):
+                        refused_ratios.append(ratio_of)
+                    elif kind == "pair":
+                        right_ratios.append(ratio_of)
+            if kind == "pair":
+                err = pose_errors(on.transform, gt, src)
+                right += bool(on.registered and err["rre_deg"] < 10
+                              and err["rmse_m"] <= 0.05 * diagonal)  # fmt: skip
+            if not same:
+                logger.info("%d %d %s: screened %s (%s), unscreened %s (%s)", seed, i,
+                            kind, on.registered, on.reason[:60], off.registered,
+                            off.reason[:60])  # fmt: skip
     logger.info(
         "outcomes that differ with the screen: %d; mirror refusals unscreened: %d; checks that "
         "ran the mirror image's estimate unscreened: %d (%d not through the ranking: no ratio), "
