@@ -229,6 +229,8 @@ def pose_uncertainty(
             + (
                 "real KITTI training sweeps against their poses)"
                 if kind == "outdoor"
+                else "generated pairs, when first fitted)"
+                if kind == "indoor"
                 else "generated pairs)"
             )
         ),
