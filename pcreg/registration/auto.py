@@ -146,11 +146,12 @@ def _register_scene(
     if pipe.model is not None:  # a named network: the user's units are its metres
         reads: Iterable[Reading] = [Reading("metres", pipe.model, 1.0)]
     elif pipe.units is not None:  # the user's unit: no other reading is tried
-        reads = _dense_objects([reading_for(pipe.units, extent)], src, ref, extent)
+        reads = _dense_objects([reading_for(pipe.units, extent)], src, ref, extent, {})
     else:
-        candidates = _dense_objects(readings(extent), src, ref, extent)
+        sparse: dict[tuple[str, float], bool] = {}  # each reading's voxel count, once
+        candidates = _dense_objects(readings(extent), src, ref, extent, sparse)
         reads = (
-            _by_sampling(candidates, src, ref, keep_sparse=exhaustive, skipped=skipped)
+            _by_sampling(candidates, src, ref, sparse, keep_sparse=exhaustive, skipped=skipped)
             if candidates
             else [Reading("metres", "", 1.0)]
         )
@@ -302,19 +303,29 @@ SPARSE_READING = 0.9
 OBJECT_APART = 10.0
 
 
-def _sparse(reading: Reading, src: np.ndarray, ref: np.ndarray) -> bool:
+def _sparse(
+    reading: Reading, src: np.ndarray, ref: np.ndarray, seen: dict[tuple[str, float], bool]
+) -> bool:
     """Whether the smaller cloud of a pair barely thins at ``reading``'s network voxel
-    (occupied voxels over points above :data:`SPARSE_READING`); one voxel count."""
+    (occupied voxels over points above :data:`SPARSE_READING`); one voxel count per model
+    and scale, kept in ``seen`` (the pair's)."""
     from pcreg.registration.checks import voxel_count
     from pcreg.registration.resources import SHIPPED_FOOTPRINTS
 
-    voxel = SHIPPED_FOOTPRINTS[reading.model].voxel / reading.scale  # in the input's unit
-    cloud = src if len(src) <= len(ref) else ref
-    return voxel_count(cloud, voxel) > SPARSE_READING * len(cloud)
+    key = (reading.model, reading.scale)
+    if key not in seen:
+        voxel = SHIPPED_FOOTPRINTS[reading.model].voxel / reading.scale  # in the input's unit
+        cloud = src if len(src) <= len(ref) else ref
+        seen[key] = voxel_count(cloud, voxel) > SPARSE_READING * len(cloud)
+    return seen[key]
 
 
 def _dense_objects(
-    reads: list[Reading], src: np.ndarray, ref: np.ndarray, extent: float
+    reads: list[Reading],
+    src: np.ndarray,
+    ref: np.ndarray,
+    extent: float,
+    sparse: dict[tuple[str, float], bool],
 ) -> list[Reading]:
     """``reads`` with each object reading scaled by a power of ten (a room scaled down,
     registered as the room it was: :func:`~pcreg.registration.scale.readings`) under which
@@ -329,7 +340,7 @@ def _dense_objects(
     out: list[Reading] = []
     for reading in reads:
         scale = OBJECT_EXTENT / extent
-        if reading.object and reading.scale != scale and _sparse(reading, src, ref):
+        if reading.object and reading.scale != scale and _sparse(reading, src, ref, sparse):
             logger.info("units: an object read x%.4g, not x%.4g: its points are sparser than "
                         "the network's voxel at x%.4g (not a room scaled down)",
                         scale, reading.scale, reading.scale)  # fmt: skip
@@ -343,6 +354,7 @@ def _by_sampling(
     reads: list[Reading],
     src: np.ndarray,
     ref: np.ndarray,
+    sparse: dict[tuple[str, float], bool],
     keep_sparse: bool = False,
     skipped: list[Reading] | None = None,
 ) -> Iterator[Reading]:
@@ -350,11 +362,12 @@ def _by_sampling(
     where another reading is plausible (:data:`SPARSE_READING`; ``keep_sparse``: moved to
     the end instead, as they are where none is), and without object readings far from a
     plausible exact unit (:data:`OBJECT_APART`); the sparse readings left out are appended
-    to ``skipped``. One voxel count per reading (a KITTI scan: ~8 ms)."""
+    to ``skipped``. One voxel count per reading (a KITTI scan: ~8 ms), none for a reading
+    already counted in ``sparse`` (:func:`_dense_objects`)."""
     if len(reads) < 2:  # nothing to reorder: no voxel count on the common path
         yield from reads
         return
-    plausible = [r for r in reads if not _sparse(r, src, ref)]
+    plausible = [r for r in reads if not _sparse(r, src, ref, sparse)]
     exact = [r for r in plausible if not r.object]
     deferred = []
     for reading in reads:

@@ -226,23 +226,24 @@ def test_sparse_readings_are_skipped_and_far_object_readings_are_dropped(monkeyp
     counted = []
     real = checks.voxel_count
     monkeypatch.setattr(checks, "voxel_count", lambda p, v: counted.append(v) or real(p, v))
-    assert [r.units for r in _by_sampling(reads, cloud, cloud, keep_sparse=True)] == [
+    assert [r.units for r in _by_sampling(reads, cloud, cloud, {}, keep_sparse=True)] == [
         "metres", "centimetres", "millimetres"
     ]  # fmt: skip
     assert len(counted) == 3
     skipped = []
-    assert [r.units for r in _by_sampling(reads, cloud, cloud, skipped=skipped)] == [
+    assert [r.units for r in _by_sampling(reads, cloud, cloud, {}, skipped=skipped)] == [
         "metres", "centimetres"
     ]  # fmt: skip
     assert [r.units for r in skipped] == ["millimetres"]  # not tried: another is plausible
     only_sparse = [reads[1], Reading("centimetres", "indoor", 50.0)]
-    assert len(list(_by_sampling(only_sparse, cloud, cloud))) == 2  # none plausible: kept
+    assert len(list(_by_sampling(only_sparse, cloud, cloud, {}))) == 2  # none plausible: kept
     counted.clear()
-    assert [r.units for r in _by_sampling(reads[:1], cloud, cloud)] == ["metres"]
+    assert [r.units for r in _by_sampling(reads[:1], cloud, cloud, {})] == ["metres"]
     assert not counted  # one reading: nothing to order, nothing counted
     near = Reading("metres", "indoor", 0.005, True)  # 5x from the metres reading: kept
     far = Reading("metres", "indoor", 0.5, True)  # 500x: dropped
-    assert [r.scale for r in _by_sampling([reads[0], near, far], cloud, cloud)] == [0.001, 0.005]
+    kept = _by_sampling([reads[0], near, far], cloud, cloud, {})
+    assert [r.scale for r in kept] == [0.001, 0.005]
 
 
 def test_a_dense_object_is_read_at_4_m_and_a_room_scaled_down_as_the_room(monkeypatch, rng):
@@ -273,7 +274,7 @@ def test_a_dense_object_is_read_at_4_m_and_a_room_scaled_down_as_the_room(monkey
     counted = []
     real = checks.voxel_count
     monkeypatch.setattr(checks, "voxel_count", lambda p, v: counted.append(v) or real(p, v))
-    dense = _dense_objects(reads, scan, scan, extent)
+    dense = _dense_objects(reads, scan, scan, extent, {})
     assert [(r.units, r.scale, r.object) for r in dense] == [
         ("metres", pytest.approx(OBJECT_EXTENT / extent), True)
     ]
@@ -283,15 +284,27 @@ def test_a_dense_object_is_read_at_4_m_and_a_room_scaled_down_as_the_room(monkey
     room_extent = cloud_extent(room)
     room_reads = readings(room_extent)
     assert [(r.scale, r.object) for r in room_reads] == [(100.0, True)]
-    assert _dense_objects(room_reads, room, room, room_extent) == room_reads
+    assert _dense_objects(room_reads, room, room, room_extent, {}) == room_reads
     # a reading already at OBJECT_EXTENT (a 0.24 m object) and an exact unit are not counted
     counted.clear()
     for cloud in (box_faces(0.14, 0.002), box_faces(4.0, 0.05)):
         ext = cloud_extent(cloud)
         plain = readings(ext)
         assert all(r.scale == pytest.approx(OBJECT_EXTENT / ext) for r in plain if r.object)
-        assert _dense_objects(plain, cloud, cloud, ext) == plain
+        assert _dense_objects(plain, cloud, cloud, ext, {}) == plain
     assert not counted
     # two readings that become the same are kept once
     twice = [reads[0], replace(reads[0], units="centimetres")]
-    assert len(_dense_objects(twice, scan, scan, extent)) == 1
+    assert len(_dense_objects(twice, scan, scan, extent, {})) == 1
+    # the pair's counts are shared with _by_sampling: the room's x100 reading, counted by
+    # _dense_objects, is not counted again when the readings are sorted by sampling
+    from pcreg.registration.auto import _by_sampling
+    from pcreg.registration.scale import Reading
+
+    counted.clear()
+    seen: dict = {}
+    kept = _dense_objects(room_reads, room, room, room_extent, seen)
+    assert len(counted) == 1
+    metres = Reading("metres", "indoor", 1.0)
+    list(_by_sampling([*kept, metres], room, room, seen))
+    assert len(counted) == 2  # metres only
