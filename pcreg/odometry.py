@@ -26,9 +26,11 @@ the reason). ``pcreg odometry`` writes its outputs all the same and exits 3.
 
 Loop closure (``loop_closure=True``, ``pcreg odometry --loop-closure``): the sequence goes
 through a map's pose graph (:mod:`pcreg.mapping`) instead of the chain: the consecutive pairs
-and each scan's ``neighbours`` best non-consecutive partners by the FPFH overlap score
-(:func:`pcreg.mapping.candidates.candidate_pairs`, ``sequence=True, candidates="knn"``) are
-registered, and the graph keeps the edges that agree and optimises the poses. One rule for
+are registered, then each scan's ``neighbours`` best partners by the FPFH overlap score among
+its *revisits*, the scans the chained consecutive pairs say the sequence came back to
+(:func:`pcreg.mapping.build.sequence_edges`, :func:`pcreg.mapping.candidates.revisits`), and
+the graph keeps the edges that agree and optimises the poses. A sequence that never comes back
+(a straight drive) has no loop candidate, and its poses are the chain's. One rule for
 both modes: one valid pose per scan, in the frame of the first scan of its segment. With loop
 closure, segment 0 holds the scans the graph connects to the first scan (a map's placed
 scans), and a scan it cannot place starts the next segment, with the scans the graph connects
@@ -286,17 +288,17 @@ _BROKEN = np.full((4, 4), np.nan)  # the relative motion of a pair that did not 
 def _through_graph(names, options, neighbours, workers, address, progress) -> OdometryResult:
     """The sequence through a map's pose graph, split into segments (module docstring)."""
     from pcreg.io import read_points
-    from pcreg.mapping import candidate_pairs, place_segments, register_edges
+    from pcreg.mapping import place_segments, sequence_edges
 
     if neighbours < 1:
         raise InputError("neighbours", f"must be at least 1, got {neighbours}")
     clouds = [read_points(n, nan_policy=options.nan_policy) for n in names]
-    pairs, _ = candidate_pairs(clouds, sequence=True, candidates="knn", neighbours=neighbours)
+    edges, _ = sequence_edges(
+        clouds, names, options, neighbours=neighbours, workers=workers, address=address,
+        progress=progress,
+    )  # fmt: skip
     logger.info("loop closure: %d scans, %d candidate pairs (%d loop candidates)", len(names),
-                len(pairs), sum(kind == "loop" for *_, kind in pairs))  # fmt: skip
-    edges = register_edges(
-        clouds, names, pairs, options, workers=workers, address=address, progress=progress
-    )
+                len(edges), sum(e.kind == "loop" for e in edges))  # fmt: skip
     placed = place_segments(clouds, edges)
     consecutive = {e.src: e for e in edges if e.kind == "sequence"}  # scan k onto k-1
     steps = [consecutive[k] for k in range(1, len(names))]

@@ -288,3 +288,72 @@ def test_a_refused_pair_is_an_unregistered_edge_not_a_lost_map():
     assert [e.registered for e in edges] == [False, False, False]
     assert edges[1].reason == "refused: c / b: needs 9 GiB, over the 4 GiB cap"
     assert edges[0].reason == edges[2].reason == "no estimate"
+
+
+def _scans_at(places: np.ndarray, seed: int = 0) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Scans of a sequence taken at ``places (K, 3)``: each a small random cloud around its
+    place, given in its own frame (turned by a random rotation and moved), and the steps
+    ``T_{k-1 <- k}`` that chain them exactly."""
+    from scipy.spatial.transform import Rotation
+
+    rng = np.random.default_rng(seed)
+    clouds, frames = [], []
+    for place in places:
+        world = np.eye(4)  # T_world_scan: a random frame
+        world[:3, :3] = Rotation.random(random_state=rng).as_matrix()
+        world[:3, 3] = rng.normal(size=3) * 10
+        cloud = place + rng.normal(size=(200, 3)) * 0.05
+        local = (cloud - world[:3, 3]) @ world[:3, :3]  # the cloud in the scan's frame
+        clouds.append(local)
+        frames.append(world)
+    steps = [np.linalg.inv(frames[k - 1]) @ frames[k] for k in range(1, len(places))]
+    return clouds, steps
+
+
+def test_revisits_are_the_scans_the_chain_comes_back_to():
+    """A straight drive has none; a circle of 12 views has the pairs at least 120 deg apart
+    around it (the path along the arc at least twice the chord), never its neighbours; across
+    a break every pair qualifies."""
+    from pcreg.mapping.candidates import LOOP_DETOUR, revisits
+
+    straight, steps = _scans_at(np.column_stack([np.arange(6.0) * 3, np.zeros(6), np.zeros(6)]))
+    assert not revisits(straight, steps).any()
+    angles = np.radians(np.arange(12) * 30.0)
+    ring = np.column_stack([np.cos(angles), np.sin(angles), np.zeros(12)])
+    clouds, steps = _scans_at(ring, seed=1)
+    got = revisits(clouds, steps)
+    assert np.array_equal(got, got.T) and not got.diagonal().any()
+    for i in range(12):
+        for j in range(12):
+            gap = abs(i - j)
+            arc = np.radians(30.0 * gap)  # the path along the ring (radius 1)
+            chord = 2 * np.sin(np.radians(30.0 * min(gap, 12 - gap)) / 2)
+            if gap > 1 and abs(arc - LOOP_DETOUR * chord) > 0.05:  # clear of the boundary
+                assert got[i, j] == (arc >= LOOP_DETOUR * chord), (i, j)
+    assert got[0, 11] and got[0, 8] and not got[0, 2] and not got[0, 1]
+    steps[5] = None  # scans 0-5 and 6-11: two chains, nothing known across
+    broken = revisits(clouds, steps)
+    across = broken[:6, 6:].copy()
+    assert not across[5, 0]  # scans 5 and 6 are neighbours: a consecutive pair already
+    across[5, 0] = True
+    assert across.all() and not broken[0, 2]
+
+
+def test_sequence_loop_candidates_are_revisits_only(views):
+    """With ``revisit``, a sequence's loop candidates are its scans' best revisits; without
+    one, the best-scoring non-consecutive partners as before."""
+    clouds = views[0]
+    k = len(clouds)
+    anything, scores = candidate_pairs(clouds, sequence=True, candidates="knn", neighbours=2)
+    assert any(p[2] == "loop" for p in anything)
+    none = np.zeros((k, k), bool)
+    only_chain, _ = candidate_pairs(
+        clouds, sequence=True, candidates="knn", neighbours=2, revisit=none, scores=scores
+    )
+    assert only_chain == [(s, s - 1, "sequence") for s in range(1, k)]
+    one = none.copy()
+    one[0, k - 1] = one[k - 1, 0] = True
+    pairs, _ = candidate_pairs(
+        clouds, sequence=True, candidates="knn", neighbours=2, revisit=one, scores=scores
+    )
+    assert [p for p in pairs if p[2] == "loop"] == [(k - 1, 0, "loop")]

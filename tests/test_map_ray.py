@@ -62,3 +62,27 @@ def test_a_killed_worker_s_pair_is_retried(tmp_path):
         err = np.linalg.inv(gt) @ result.poses[k]
         angle = np.degrees(np.arccos(np.clip((np.trace(err[:3, :3]) - 1) / 2, -1, 1)))
         assert angle < 1.0 and np.linalg.norm(err[:3, 3]) < 0.001
+
+
+def test_a_sequence_s_loop_candidates_run_on_the_same_cluster():
+    """``--sequence --candidates knn`` on Ray: the consecutive pairs first, then the loop
+    candidates among their chain's revisits, in a second round on the same cluster. The
+    bunny's six views around the table, in order: the last comes back to the first."""
+    import pcreg
+
+    if not (BUNNY / "scans").is_dir():
+        pytest.skip(f"{BUNNY} not found")
+    meta = json.loads((BUNNY / "pairs.json").read_text())
+    truth = {Path(s["file"]).stem: np.asarray(s["T_world_scan"]) for s in meta["scans"]}
+    names = ("bun000", "bun045", "bun090", "bun180", "bun270", "bun315")
+    clouds = [np.load(BUNNY / "scans" / f"{n}.npy").astype(np.float64) for n in names]
+    result = pcreg.map(clouds, workers=2, sequence=True, candidates="knn", neighbours=2)
+    kinds = [e.kind for e in result.edges]
+    assert kinds[:5] == ["sequence"] * 5 and set(kinds[5:]) == {"loop"}
+    assert (5, 0) in {(e.src, e.ref) for e in result.edges if e.kind == "loop"}
+    assert result.placed.all()
+    for k, name in enumerate(names):
+        gt = np.linalg.inv(truth[names[0]]) @ truth[name]
+        err = np.linalg.inv(gt) @ result.poses[k]
+        angle = np.degrees(np.arccos(np.clip((np.trace(err[:3, :3]) - 1) / 2, -1, 1)))
+        assert angle < 2.0 and np.linalg.norm(err[:3, 3]) < 0.002

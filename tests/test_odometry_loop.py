@@ -101,6 +101,22 @@ def test_the_loop_closes_end_to_start_under_a_third_of_the_chain(circle, fake_re
     assert loop_m < chain_m / 3 and loop_deg < chain_deg / 2
 
 
+def test_a_sequence_that_does_not_come_back_is_the_chain(circle, fake_registration):
+    """Four views 36 deg apart (108 deg of the circle): no pair is a revisit, so there is no
+    loop candidate and the loop closure's poses are the chain's (the skip pairs a scan's best
+    overlap scores would give repeat the consecutive pairs' errors: KITTI's excerpts,
+    BENCHMARKS.md "Sequences"); the whole circle has loop candidates, all revisits (measured:
+    views 6 to 9 apart, 216-324 deg round the circle)."""
+    files, _, _ = circle
+    chain = run_odometry(files[:4], workers=1, progress=False)
+    loop = run_odometry(files[:4], workers=1, progress=False, loop_closure=True)
+    assert [e.kind for e in loop.edges] == ["sequence"] * 3
+    assert np.allclose(loop.poses, chain.poses, atol=1e-9)
+    whole = run_odometry(files, workers=1, progress=False, loop_closure=True)
+    loops = [(e.src, e.ref) for e in whole.edges if e.kind == "loop"]
+    assert (VIEWS - 1, 0) in loops and all(s - r >= 6 for s, r in loops)  # 216 deg and more
+
+
 def test_a_scan_the_graph_cannot_place_starts_a_segment_and_the_loop_bridges_it(
     circle, fake_registration
 ):

@@ -43,7 +43,8 @@ def add_parser(sub) -> None:
     cmd.add_argument(
         "--candidates", choices=("all", "knn"), default="all",
         help="all: every pair (default); knn: each scan's --neighbours best partners by an "
-        "FPFH mutual-nearest-neighbour overlap score (with --sequence: the loop candidates)",
+        "FPFH mutual-nearest-neighbour overlap score (with --sequence: the loop candidates, "
+        "among the scans the chained consecutive pairs come back to)",
     )  # fmt: skip
     cmd.add_argument("--neighbours", type=int, default=5, metavar="K",
                      help="partners per scan with --candidates knn (default 5)")  # fmt: skip

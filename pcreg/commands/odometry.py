@@ -30,7 +30,8 @@ def add_parser(sub) -> None:
         "scan's frame; the outputs are written all the same, OUT.json lists the segment of "
         "every scan and the breaks, and the exit code is 3. --loop-closure places the scans "
         "through a map's pose graph instead (pcreg map --sequence: the consecutive pairs plus "
-        "each scan's --neighbours best loop candidates by an FPFH overlap score; the graph keeps "
+        "each scan's --neighbours best loop candidates by an FPFH overlap score among the scans "
+        "the chain comes back to, its path there at least twice the distance; the graph keeps "
         "the edges that agree): segment 0 holds the scans the graph connects to the first scan, "
         "a scan it cannot place starts a new segment, and OUT.json adds every edge's verdict and "
         "the loops the graph closed.",
@@ -73,8 +74,8 @@ def add_parser(sub) -> None:
     )  # fmt: skip
     cmd.add_argument(
         "--neighbours", type=int, default=3, metavar="K",
-        help="with --loop-closure: loop candidates per scan, its K best non-consecutive "
-        "partners by an FPFH overlap score (default 3)",
+        help="with --loop-closure: loop candidates per scan, its K best revisits (scans the "
+        "chain comes back to) by an FPFH overlap score (default 3)",
     )  # fmt: skip
     cmd.set_defaults(func=run)
 

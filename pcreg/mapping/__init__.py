@@ -10,8 +10,8 @@ with loop closure) and :mod:`~pcreg.mapping.outputs` (poses, sidecar, merged map
 report).
 """
 
-from pcreg.mapping.build import CONVENTION, MapResult, build_map
-from pcreg.mapping.candidates import CANDIDATES, candidate_pairs, overlap_scores
+from pcreg.mapping.build import CONVENTION, MapResult, build_map, sequence_edges
+from pcreg.mapping.candidates import CANDIDATES, candidate_pairs, overlap_scores, revisits
 from pcreg.mapping.edges import Edge, register_edges
 from pcreg.mapping.graph import GraphOptions, GraphResult, optimise_graph
 from pcreg.mapping.outputs import OUTPUT_NAMES, output_paths, write_map
@@ -36,5 +36,7 @@ __all__ = [
     "place_segments",
     "pose_covariance",
     "register_edges",
+    "revisits",
+    "sequence_edges",
     "write_map",
 ]

@@ -17,11 +17,11 @@ from typing import Any
 import numpy as np
 
 from pcreg.errors import InputError
-from pcreg.mapping.candidates import candidate_pairs
+from pcreg.mapping.candidates import candidate_pairs, overlap_scores, revisits
 from pcreg.mapping.edges import Edge, register_edges
 from pcreg.mapping.graph import GraphOptions, optimise_graph
 
-__all__ = ["CONVENTION", "MapResult", "build_map"]
+__all__ = ["CONVENTION", "MapResult", "build_map", "sequence_edges"]
 
 logger = logging.getLogger(__name__)
 
@@ -99,6 +99,44 @@ class MapResult:
         }
 
 
+def sequence_edges(
+    clouds: Sequence[np.ndarray],
+    names: Sequence[str],
+    options: Any,
+    *,
+    neighbours: int,
+    workers: int | None = None,
+    address: str | None = None,
+    progress: bool = True,
+) -> tuple[list[Edge], np.ndarray]:
+    """The edges of a sequence with loop candidates by overlap score (``"knn"``): the
+    consecutive pairs are registered first, and each scan's ``neighbours`` best-scoring
+    revisits (:func:`~pcreg.mapping.candidates.revisits`, from the chained consecutive
+    registrations) next, on the same cluster. Returns the edges (consecutive, then loops) and
+    the ``(K, K)`` overlap scores. Arguments as :func:`build_map`."""
+    scores = overlap_scores(clouds)
+    first, _ = candidate_pairs(clouds, sequence=True, candidates="all", neighbours=neighbours)
+    first = [p for p in first if p[2] == "sequence"]
+
+    def loops(done: list[Edge]) -> list[tuple[int, int, str]]:
+        steps = {e.src: e.transform if e.registered else None for e in done}
+        mask = revisits(clouds, [steps[k] for k in range(1, len(clouds))])
+        pairs, _ = candidate_pairs(
+            clouds, sequence=True, candidates="knn", neighbours=neighbours, revisit=mask,
+            scores=scores,
+        )  # fmt: skip
+        out = [p for p in pairs if p[2] == "loop"]
+        logger.info("%d loop candidates: %d pairs are revisits", len(out),
+                    int(np.triu(mask).sum()))  # fmt: skip
+        return out
+
+    edges = register_edges(
+        clouds, names, first, options, workers=workers, address=address, progress=progress,
+        then=loops,
+    )  # fmt: skip
+    return edges, scores
+
+
 def build_map(
     clouds: Sequence[np.ndarray],
     names: Sequence[str] | None = None,
@@ -135,14 +173,22 @@ def build_map(
         raise InputError("scans", f"a map needs at least two scans, got {len(clouds)}")
     names = [f"scan {k}" for k in range(len(clouds))] if names is None else list(names)
     options = options or BatchOptions(method="auto")
-    pairs, scores = candidate_pairs(
-        clouds, sequence=sequence, candidates=candidates, neighbours=neighbours
-    )
-    logger.info("%d scans, %d candidate pairs (%s%s)", len(clouds), len(pairs), candidates,
-                ", sequence" if sequence else "")  # fmt: skip
-    edges = register_edges(
-        clouds, names, pairs, options, workers=workers, address=address, progress=progress
-    )
+    if sequence and candidates == "knn":  # loops among the revisits of the chain
+        if neighbours < 1:
+            raise InputError("neighbours", f"must be at least 1, got {neighbours}")
+        edges, scores = sequence_edges(
+            clouds, names, options, neighbours=neighbours, workers=workers, address=address,
+            progress=progress,
+        )  # fmt: skip
+    else:
+        pairs, scores = candidate_pairs(
+            clouds, sequence=sequence, candidates=candidates, neighbours=neighbours
+        )
+        logger.info("%d scans, %d candidate pairs (%s%s)", len(clouds), len(pairs), candidates,
+                    ", sequence" if sequence else "")  # fmt: skip
+        edges = register_edges(
+            clouds, names, pairs, options, workers=workers, address=address, progress=progress
+        )
     result = optimise_graph(clouds, edges, graph)
     registered = [e for e in edges if e.registered]
     units = max({e.units for e in registered} or {"metres"},

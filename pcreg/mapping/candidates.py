@@ -5,8 +5,20 @@
 - An unordered set, ``"knn"``: for every scan the ``neighbours`` others of the highest
   *overlap score*, the union of these pairs (at most ``K * neighbours``).
 - A sequence (``sequence=True``): every consecutive pair (kind ``"sequence"``) and, as loop
-  closure candidates (kind ``"loop"``), the non-consecutive pairs: all of them with
-  ``"all"``, or each scan's ``neighbours`` best by overlap score with ``"knn"``.
+  closure candidates (kind ``"loop"``), the non-consecutive pairs: all of them with ``"all"``,
+  or with ``"knn"`` each scan's ``neighbours`` best by overlap score among its *revisits*
+  (``revisit``, :func:`revisits`): the scans the sequence comes back to, whose path along the
+  chained consecutive registrations is at least :data:`LOOP_DETOUR` times the distance between
+  them (:func:`pcreg.mapping.build.sequence_edges` registers the consecutive pairs first for
+  it). A scan's best-scoring partners are otherwise the scans just before and after it (on a
+  10 Hz LiDAR drive, scans 2 and 3 frames away), which repeat what the consecutive pairs
+  measure with correlated errors, and leave the place the sequence comes back to
+  unregistered: that is no loop closure. On the KITTI excerpts of ``../shared/train_data``
+  (frames 3 apart, 1-14 m of road) the skip pairs' errors against the poses add up along the
+  road like the consecutive pairs' (sequence 04: 3.5, 2.4 and 3.5 cm a step, 6.0 and 5.9 cm
+  over two, 8.3 cm over three), so averaging them changed the APE by 0.01-0.85 cm either way
+  (better on four excerpts, worse on four), noise against poses that ICP moves by 3.3 cm
+  (BENCHMARKS.md, "Sequences").
 
 The overlap score (:func:`overlap_scores`) is a cheap stand-in for registration: both scans are
 thinned to a common voxel (a fortieth of the median scan's bounding-box diagonal), described by
@@ -27,10 +39,15 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["CANDIDATES", "candidate_pairs", "overlap_scores"]
+__all__ = ["CANDIDATES", "LOOP_DETOUR", "candidate_pairs", "overlap_scores", "revisits"]
 
 #: the ways of choosing candidate pairs
 CANDIDATES = ("all", "knn")
+
+#: a loop candidate's path along the chain, in multiples of the distance between its scans:
+#: at least twice as far round as straight across (a turntable's views 120 deg apart and more,
+#: a drive that comes back; never two scans of one straight road)
+LOOP_DETOUR = 2.0
 
 #: the overlap score's voxel, as a fraction of the median scan's bounding-box diagonal
 SCORE_VOXEL_FRACTION = 1 / 40
@@ -76,12 +93,55 @@ def overlap_scores(clouds: Sequence[np.ndarray]) -> np.ndarray:
     return scores
 
 
+def revisits(clouds: Sequence[np.ndarray], steps: Sequence[np.ndarray | None]) -> np.ndarray:
+    """``(K, K) bool``: the pairs of a sequence that are revisits (module docstring).
+
+    Args:
+        clouds: the ``K`` scans ``(N_k, 3)``, input units, each in its own frame.
+        steps: ``K - 1`` consecutive registrations, ``steps[k - 1]`` = ``T_{k-1 <- k}``
+            ``(4, 4)``, or None where the pair did not register (the chain breaks there).
+
+    Each scan's place is its centroid carried into the frame of the first scan of its chain by
+    the composed steps (a scan's own origin need not be where it was taken: a view moved by
+    any rigid motion). Two scans of one chain are a revisit when the path through the places
+    between them is at least :data:`LOOP_DETOUR` times the distance between their places;
+    two scans on either side of a break are always one (nothing says they are close along
+    the sequence). A scan is never its own revisit, nor its neighbour's.
+    """
+    count = len(clouds)
+    if len(steps) != count - 1:
+        raise ValueError(f"{count} scans need {count - 1} steps, got {len(steps)}")
+    chain = np.zeros(count, int)
+    pose = np.eye(4)
+    places = np.zeros((count, 3))
+    for k in range(count):
+        if k:
+            step = steps[k - 1]
+            if step is None:
+                chain[k], pose = chain[k - 1] + 1, np.eye(4)
+            else:
+                chain[k], pose = chain[k - 1], pose @ np.asarray(step, np.float64)
+        centroid = np.asarray(clouds[k], np.float64).mean(axis=0)
+        places[k] = pose[:3, :3] @ centroid + pose[:3, 3]
+    legs = np.linalg.norm(np.diff(places, axis=0), axis=1)
+    travelled = np.concatenate([[0.0], np.cumsum(legs)])  # along the chain (within one)
+    path = np.abs(travelled[:, None] - travelled[None, :])
+    distance = np.linalg.norm(places[:, None] - places[None, :], axis=2)
+    same = chain[:, None] == chain[None, :]
+    out = np.where(same, path >= LOOP_DETOUR * distance, True)
+    index = np.arange(count)
+    out &= np.abs(index[:, None] - index[None, :]) > 1
+    return out
+
+
 def candidate_pairs(
     clouds: Sequence[np.ndarray],
     *,
     sequence: bool = False,
     candidates: str = "all",
     neighbours: int = 5,
+    revisit: np.ndarray | None = None,
+    scores: np.ndarray | None = None,
 ) -> tuple[list[tuple[int, int, str]], np.ndarray | None]:
     """The candidate pairs of ``clouds`` (see the module docstring).
 
@@ -90,6 +150,9 @@ def candidate_pairs(
         sequence: the scans are in time order: consecutive pairs, then loop candidates.
         candidates: ``"all"`` or ``"knn"`` (:data:`CANDIDATES`).
         neighbours: with ``"knn"``, the best-scoring partners kept per scan.
+        revisit: with ``sequence`` and ``"knn"``, the ``(K, K) bool`` pairs that may be loop
+            candidates (:func:`revisits`); None: every non-consecutive pair may.
+        scores: the ``(K, K)`` overlap scores where already computed (``"knn"``).
 
     Returns:
         ``[(src, ref, kind)]`` sorted by ``(ref, src)``, and the ``(K, K)`` overlap scores
@@ -109,17 +172,19 @@ def candidate_pairs(
     chosen: dict[tuple[int, int], str] = {}
     if sequence:
         chosen.update({(k, k - 1): "sequence" for k in range(1, count)})
-    scores = None
     if candidates == "all":
+        scores = None
         for j in range(count):
             for i in range(j):
                 chosen.setdefault((j, i), "loop" if sequence else "pair")
     else:
-        scores = overlap_scores(clouds)
+        scores = overlap_scores(clouds) if scores is None else scores
         for k in range(count):
             others = [m for m in np.argsort(-scores[k], kind="stable").tolist() if m != k]
             if sequence:  # loop closures: the consecutive pairs are in already
-                others = [m for m in others if abs(m - k) > 1]
+                others = [
+                    m for m in others if abs(m - k) > 1 and (revisit is None or revisit[k, m])
+                ]
             for m in others[:neighbours]:
                 chosen.setdefault((max(k, m), min(k, m)), "loop" if sequence else "pair")
     pairs = sorted(((s, r, kind) for (s, r), kind in chosen.items()), key=lambda p: (p[1], p[0]))

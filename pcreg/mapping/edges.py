@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -134,6 +134,7 @@ def register_edges(
     workers: int | None = None,
     address: str | None = None,
     progress: bool = True,
+    then: Callable[[list[Edge]], Sequence[tuple[int, int, str]]] | None = None,
 ) -> list[Edge]:
     """Register every candidate pair and measure its information matrix.
 
@@ -146,23 +147,44 @@ def register_edges(
             one pair after another in this process, without Ray.
         address: an existing Ray cluster (or ``RAY_ADDRESS``).
         progress: a tqdm bar over the pairs.
+        then: a second round: given the edges of ``pairs``, the pairs to register next, on
+            the same cluster (a sequence's loop candidates follow from its chained
+            consecutive pairs, :func:`pcreg.mapping.candidates.revisits`).
 
     Returns:
-        One :class:`Edge` per pair, in the order of ``pairs``; a pair the pipeline refuses
-        (memory cap, too few points after cleaning, ...) is an unregistered edge whose reason
-        says why (the scans themselves are checked before any pair runs).
+        One :class:`Edge` per pair, in the order of ``pairs`` (then of ``then``'s); a pair the
+        pipeline refuses (memory cap, too few points after cleaning, ...) is an unregistered
+        edge whose reason says why (the scans themselves are checked before any pair runs).
     """
     bar = tqdm(total=len(pairs), desc="map edges", unit="pair", disable=not progress)
-    results: list[Any] = [None] * len(pairs)
+    rounds = [list(pairs)]
+    edges: list[Edge] = []
+
+    def finish(done: list[Any]) -> None:
+        """The edges of the round just run; the next round's pairs."""
+        batch = rounds[-1]
+        edges.extend(
+            _edge(i, j, kind, r, clouds) for (i, j, kind), r in zip(batch, done, strict=True)
+        )
+        if then is not None and len(rounds) == 1:
+            more = list(then(list(edges)))
+            if more:
+                rounds.append(more)
+                bar.total += len(more)
+                bar.refresh()
+
     with bar:
         if address is None and (workers == 1 or len(pairs) < 2):
             pipe = options.pipeline()
-            for n, (i, j, _) in enumerate(pairs):
-                try:
-                    results[n] = pipe(clouds[i], clouds[j], (names[i], names[j]))
-                except InputError as err:  # this pair only: an unregistered edge
-                    results[n] = f"refused: {err}"
-                bar.update(1)
+            while len(edges) < sum(map(len, rounds)):
+                done: list[Any] = []
+                for i, j, _ in rounds[-1]:
+                    try:
+                        done.append(pipe(clouds[i], clouds[j], (names[i], names[j])))
+                    except InputError as err:  # this pair only: an unregistered edge
+                        done.append(f"refused: {err}")
+                    bar.update(1)
+                finish(done)
         else:
             import ray
 
@@ -170,14 +192,17 @@ def register_edges(
 
             start = time.perf_counter()
             with RayRunner(options, address=address, workers=workers) as runner:
-                pending = runner.submit_arrays(clouds, [(i, j) for i, j, _ in pairs], names)
                 logger.info("Ray ready in %.1f s", time.perf_counter() - start)
-                while pending:
-                    ready, _ = ray.wait(list(pending), num_returns=1)
-                    for ref in ready:
-                        results[pending.pop(ref)] = _result(ray, ref)
-                        bar.update(1)
-    edges = [_edge(i, j, kind, r, clouds) for (i, j, kind), r in zip(pairs, results, strict=True)]
+                while len(edges) < sum(map(len, rounds)):
+                    batch = rounds[-1]
+                    done = [None] * len(batch)
+                    pending = runner.submit_arrays(clouds, [(i, j) for i, j, _ in batch], names)
+                    while pending:
+                        ready, _ = ray.wait(list(pending), num_returns=1)
+                        for ref in ready:
+                            done[pending.pop(ref)] = _result(ray, ref)
+                            bar.update(1)
+                    finish(done)
     for e in edges:
         logger.info(
             "edge %s -> %s: %s (confidence %.2f)", names[e.src], names[e.ref],
