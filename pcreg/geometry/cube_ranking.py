@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from pcreg.geometry.columns import column_min
 from pcreg.geometry.manhattan import CUBE_ROTATIONS
 
 __all__ = ["MAX_CELLS", "cube_hypothesis_scores", "grid_voxel", "normal_channels"]
@@ -75,7 +76,7 @@ def next_fast_len(target: int) -> int:
 
 
 def _grid_indices(points: np.ndarray, voxel: float) -> np.ndarray:
-    return np.floor((points - points.min(0)) / voxel).astype(np.int64)
+    return np.floor((points - column_min(points)) / voxel).astype(np.int64)
 
 
 def _occupancy(idx: np.ndarray, channels: np.ndarray, n: int) -> np.ndarray:

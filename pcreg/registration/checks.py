@@ -12,6 +12,7 @@ import numpy as np
 
 from pcreg.engine.devices import check_device
 from pcreg.errors import InputError
+from pcreg.geometry.columns import column_max, column_min
 
 __all__ = [
     "MAX_COORDINATE",
@@ -55,8 +56,8 @@ def voxel_count(points: np.ndarray, voxel: float) -> int:
     pts = np.asarray(points, np.float64)
     if len(pts) == 0:
         return 0
-    keys = np.floor((pts - pts.min(0)) / voxel)
-    dims = keys.max(0) + 1
+    keys = np.floor((pts - column_min(pts)) / voxel)
+    dims = column_max(keys) + 1
     if float(np.prod(dims)) < 2.0**62:
         # one int64 per cell, sorted in place and its runs counted: 8 ms for a 120k-point
         # KITTI scan against 11-23 ms through np.unique (which copies and builds a mask), and
@@ -78,7 +79,7 @@ def check_cloud(points: np.ndarray, name: str) -> float:
             coordinates beyond :data:`MAX_COORDINATE`, or all points on a line or a plane."""
     n = len(points)
     _check_count(points, name)
-    lo, hi = points.min(0), points.max(0)
+    lo, hi = column_min(points), column_max(points)
     reach = float(max(np.abs(lo).max(), np.abs(hi).max()))
     if reach > MAX_COORDINATE:
         raise InputError(

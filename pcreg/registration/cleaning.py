@@ -14,6 +14,8 @@ import logging
 
 import numpy as np
 
+from pcreg.geometry.columns import column_max, column_min, row_max
+
 __all__ = ["FAR_FACTOR", "drop_duplicates", "drop_far", "drop_isolated", "nearest_cells"]
 
 #: a point farther than this many scene extents from the cloud's median is not part of it
@@ -61,7 +63,7 @@ def drop_far(points: np.ndarray) -> np.ndarray:
     extent = cloud_extent(points)
     if not extent > 0:
         return points
-    far = np.abs(points).max(1) > FAR_FACTOR * extent
+    far = row_max(np.abs(points)) > FAR_FACTOR * extent
     if not far.any() or far.all():
         return points
     logger.info("dropped %d points over %g x the extent (%.3g) from the median", int(far.sum()),
@@ -84,8 +86,8 @@ def drop_isolated(points: np.ndarray, radius: float) -> np.ndarray:
     if len(pts) < 2:
         return points
     cells = np.floor(pts / (radius / np.sqrt(3.0)))
-    cells = (cells - cells.min(0)).astype(np.int64)
-    dims = cells.max(0) + 1
+    cells = (cells - column_min(cells)).astype(np.int64)
+    dims = column_max(cells) + 1
     if float(np.prod(dims.astype(np.float64))) >= 2.0**62:
         return points  # a grid this large has no room for keys; the memory cap refuses it
     key = np.ravel_multi_index(cells.T, dims)
@@ -122,8 +124,8 @@ def nearest_cells(points: np.ndarray, cell: float, cap: int) -> np.ndarray:
     pts = np.asarray(points, np.float64)
     if len(pts) <= cap:
         return points
-    cells = np.floor((pts - pts.min(0)) / cell)
-    dims = cells.max(0) + 1
+    cells = np.floor((pts - column_min(pts)) / cell)
+    dims = column_max(cells) + 1
     if float(np.prod(dims)) >= 2.0**62:
         return points  # a grid this large has no room for keys; the memory cap refuses it
     key = np.ravel_multi_index(cells.astype(np.int64).T, dims.astype(np.int64))

@@ -28,6 +28,7 @@ import numpy as np
 
 from pcreg._constants import GRID_PHASE
 from pcreg.geometry.clouds import KdTree
+from pcreg.geometry.columns import column_max, column_min
 
 __all__ = [
     "GRID_PHASE",
@@ -106,9 +107,9 @@ def grid_subsample(points: np.ndarray, voxel_size: float) -> np.ndarray:
     if pts.shape[0] == 0:
         return pts.copy()
     pts64 = pts.astype(np.float64)
-    lo = pts64.min(axis=0)
+    lo = column_min(pts64)
     cells = np.floor((pts64 - lo) / voxel_size + GRID_PHASE).astype(np.int64)  # (N, 3), >= 0
-    dims = cells.max(axis=0) + 1
+    dims = column_max(cells) + 1
     if float(dims[0]) * float(dims[1]) * float(dims[2]) < 2.0**62:
         key = (cells[:, 0] * dims[1] + cells[:, 1]) * dims[2] + cells[:, 2]
         _, inverse = np.unique(key, return_inverse=True)
