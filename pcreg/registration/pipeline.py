@@ -321,9 +321,11 @@ class Registration:
         """Register ``src (N, 3)`` onto ``ref (M, 3)`` (metres, validated arrays); ``names``
         label them in errors. torch and Open3D run on the cores free at the start, or just
         before it (:func:`~pcreg.engine.threads.fitted_threads`)."""
+        from pcreg.registration.finish import voxelised_once
+
         src, ref = xyz_columns(src, names[0]), xyz_columns(ref, names[1])
         check_counts(src, ref, names)
-        with fitted_threads(libraries(self.method, self.model, self.device)):
+        with fitted_threads(libraries(self.method, self.model, self.device)), voxelised_once():
             return self._register(src, ref, names)
 
     def _register(

@@ -108,6 +108,41 @@ def test_a_network_that_cannot_register_falls_back_to_the_classical_path(
     assert res.registered or res.reason.startswith("no estimate is trustworthy")
 
 
+def test_each_cloud_is_voxelised_once_however_many_estimates_it_finishes(
+    room_pair, tiny_checkpoint, monkeypatch
+):
+    """The fallback finishes several estimates (the network's, FPFH + RANSAC's, the network's
+    from that pose) on the same two clouds: each is voxelised with normals once per voxel
+    (``pcreg.registration.finish.voxelised_once``), and nothing is kept after the call."""
+    import pcreg.geometry.clouds as clouds
+    from pcreg.registration.finish import _VOXELISED
+
+    seen: list[tuple[int, float]] = []
+    real = clouds.downsample_with_normals
+
+    def counting(points, voxel, *args, **kwargs):
+        seen.append((id(points), float(voxel)))
+        return real(points, voxel, *args, **kwargs)
+
+    monkeypatch.setattr(clouds, "downsample_with_normals", counting)
+    finishes = []
+    import pcreg.registration.finish as finish
+
+    real_finish = finish.finish_estimate
+
+    def counted(*args, **kwargs):
+        finishes.append(1)
+        return real_finish(*args, **kwargs)
+
+    monkeypatch.setattr(finish, "finish_estimate", counted)
+    src, ref, _ = room_pair
+    res = pcreg.register(src, ref, model=tiny_checkpoint)
+    assert res.method_used == "fpfh-ransac", res.method_used
+    assert len(finishes) >= 3  # the network's estimate, FPFH's, the network's from FPFH's
+    assert len(seen) >= 2 and len(seen) == len(set(seen)), seen
+    assert _VOXELISED.get() is None
+
+
 def _candidate(transform, path="geotransformer", step=0):
     from pcreg.registration.result import RegistrationResult
     from pcreg.registration.verdict import Candidate
