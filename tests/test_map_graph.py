@@ -290,7 +290,9 @@ def test_a_refused_pair_is_an_unregistered_edge_not_a_lost_map():
     assert edges[0].reason == edges[2].reason == "no estimate"
 
 
-def _scans_at(places: np.ndarray, seed: int = 0) -> tuple[list[np.ndarray], list[np.ndarray]]:
+def _scans_at(
+    places: np.ndarray, seed: int = 0, points: int = 200
+) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """Scans of a sequence taken at ``places (K, 3)``: each a small random cloud around its
     place, given in its own frame (turned by a random rotation and moved), and the steps
     ``T_{k-1 <- k}`` that chain them exactly."""
@@ -302,7 +304,7 @@ def _scans_at(places: np.ndarray, seed: int = 0) -> tuple[list[np.ndarray], list
         world = np.eye(4)  # T_world_scan: a random frame
         world[:3, :3] = Rotation.random(random_state=rng).as_matrix()
         world[:3, 3] = rng.normal(size=3) * 10
-        cloud = place + rng.normal(size=(200, 3)) * 0.05
+        cloud = place + rng.normal(size=(points, 3)) * 0.05
         local = (cloud - world[:3, 3]) @ world[:3, :3]  # the cloud in the scan's frame
         clouds.append(local)
         frames.append(world)
@@ -311,13 +313,16 @@ def _scans_at(places: np.ndarray, seed: int = 0) -> tuple[list[np.ndarray], list
 
 
 def test_revisits_are_the_scans_the_chain_comes_back_to():
-    """A straight drive has none; a circle of 12 views has the pairs at least 120 deg apart
-    around it (the path along the arc at least twice the chord), never its neighbours; across
-    a break every pair qualifies."""
+    """A straight drive has none, nor a sensor that stands still; a circle of 12 views has the
+    pairs whose path along the arc is at least twice the chord (240 deg round and more, 120 deg
+    or less across), never its neighbours; across a break every pair qualifies."""
     from pcreg.mapping.candidates import LOOP_DETOUR, revisits
 
     straight, steps = _scans_at(np.column_stack([np.arange(6.0) * 3, np.zeros(6), np.zeros(6)]))
     assert not revisits(straight, steps).any()
+    # a sensor at rest: its scans' centroids wander by their sampling (0.4 mm), nothing more
+    still, steps = _scans_at(np.zeros((6, 3)), points=20000)
+    assert not revisits(still, steps).any()
     angles = np.radians(np.arange(12) * 30.0)
     ring = np.column_stack([np.cos(angles), np.sin(angles), np.zeros(12)])
     clouds, steps = _scans_at(ring, seed=1)

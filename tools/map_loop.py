@@ -3,8 +3,10 @@ views in their order around the table (each moved by a random rigid motion), reg
 
 - as ``pcreg odometry`` does: each view onto the previous one, the motions chained
   (:func:`pcreg.odometry.run_odometry`, ``method="auto"``);
-- as ``pcreg map --sequence --candidates knn`` does: the consecutive pairs plus each view's
-  ``--neighbours`` best loop candidates by the FPFH overlap score, through the pose graph.
+- as ``pcreg map --sequence --candidates knn`` does: the consecutive pairs, then each view's
+  ``--neighbours`` best loop candidates by the FPFH overlap score among its revisits (the
+  views the chain comes back to, :func:`pcreg.mapping.candidates.revisits`), through the pose
+  graph.
 
     python tools/map_loop.py ../shared/train_data/stanford_dragon_stand_range_scans OUT \
         [--neighbours 3] [--workers 2]

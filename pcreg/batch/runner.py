@@ -381,14 +381,19 @@ class RayRunner:
         clouds: Sequence[np.ndarray],
         pairs: Sequence[tuple[int, int]],
         names: Sequence[str] | None = None,
+        stored: dict[int, Any] | None = None,
     ) -> dict[Any, int]:
         """Start the tasks of in-memory pairs ``(src, ref)`` of indices into ``clouds`` (each
         cloud put in the object store once, however many pairs use it; ``names`` label them
         in errors), largest first: ``{ObjectRef: position in pairs}``; each ref gives a
-        :class:`RegistrationResult`, or raises the pair's error."""
+        :class:`RegistrationResult`, or raises the pair's error. ``stored``: the object refs
+        of clouds already put (``{index: ObjectRef}``), reused and added to, so that a second
+        round of pairs puts no cloud twice."""
         import ray
 
-        stored = {k: ray.put(np.asarray(clouds[k])) for k in {k for pair in pairs for k in pair}}
+        stored = {} if stored is None else stored
+        for k in sorted({k for pair in pairs for k in pair} - set(stored)):
+            stored[k] = ray.put(np.asarray(clouds[k]))
         label = [f"scan {k}" for k in range(len(clouds))] if names is None else list(names)
         out = {}
         for n in largest_first([len(clouds[i]) + len(clouds[j]) for i, j in pairs]):

@@ -115,8 +115,7 @@ def sequence_edges(
     registrations) next, on the same cluster. Returns the edges (consecutive, then loops) and
     the ``(K, K)`` overlap scores. Arguments as :func:`build_map`."""
     scores = overlap_scores(clouds)
-    first, _ = candidate_pairs(clouds, sequence=True, candidates="all", neighbours=neighbours)
-    first = [p for p in first if p[2] == "sequence"]
+    first = [(k, k - 1, "sequence") for k in range(1, len(clouds))]
 
     def loops(done: list[Edge]) -> list[tuple[int, int, str]]:
         steps = {e.src: e.transform if e.registered else None for e in done}
@@ -158,7 +157,9 @@ def build_map(
         options: the pipeline options of every pair (:class:`~pcreg.batch.runner.BatchOptions`;
             default ``method="auto"``, the model chosen per pair).
         sequence, candidates, neighbours: the candidate pairs
-            (:func:`~pcreg.mapping.candidates.candidate_pairs`).
+            (:func:`~pcreg.mapping.candidates.candidate_pairs`; a sequence with ``"knn"``
+            registers its consecutive pairs first and takes its loop candidates among their
+            chain's revisits: :func:`sequence_edges`).
         workers, address: where the pairs run (:func:`~pcreg.mapping.edges.register_edges`).
         graph: the graph's tolerances (:class:`~pcreg.mapping.graph.GraphOptions`).
         progress: a progress bar over the pairs.

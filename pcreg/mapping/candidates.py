@@ -9,16 +9,16 @@
   or with ``"knn"`` each scan's ``neighbours`` best by overlap score among its *revisits*
   (``revisit``, :func:`revisits`): the scans the sequence comes back to, whose path along the
   chained consecutive registrations is at least :data:`LOOP_DETOUR` times the distance between
-  them (:func:`pcreg.mapping.build.sequence_edges` registers the consecutive pairs first for
-  it). A scan's best-scoring partners are otherwise the scans just before and after it (on a
-  10 Hz LiDAR drive, scans 2 and 3 frames away), which repeat what the consecutive pairs
-  measure with correlated errors, and leave the place the sequence comes back to
-  unregistered: that is no loop closure. On the KITTI excerpts of ``../shared/train_data``
-  (frames 3 apart, 1-14 m of road) the skip pairs' errors against the poses add up along the
-  road like the consecutive pairs' (sequence 04: 3.5, 2.4 and 3.5 cm a step, 6.0 and 5.9 cm
-  over two, 8.3 cm over three), so averaging them changed the APE by 0.01-0.85 cm either way
-  (better on four excerpts, worse on four), noise against poses that ICP moves by 3.3 cm
-  (BENCHMARKS.md, "Sequences").
+  them and :data:`LOOP_MIN_PATH` of a scan's diagonal
+  (:func:`pcreg.mapping.build.sequence_edges` registers the consecutive pairs first for it). A
+  scan's best-scoring partners are otherwise the scans just before and after it (on a 10 Hz
+  LiDAR drive, scans 2 and 3 frames away), which repeat what the consecutive pairs measure with
+  correlated errors, and leave the place the sequence comes back to unregistered: that is no
+  loop closure. On the KITTI excerpts of ``../shared/train_data`` (frames 3 apart, 1-14 m of
+  road) the skip pairs' errors against the poses add up along the road like the consecutive
+  pairs' (sequence 04: 3.5, 2.4 and 3.5 cm a step, 6.0 and 5.9 cm over two, 8.3 cm over three),
+  so averaging them changed the APE by 0.01-0.85 cm either way (better on four excerpts, worse
+  on four), noise against poses that ICP moves by 3.3 cm (BENCHMARKS.md, "Sequences").
 
 The overlap score (:func:`overlap_scores`) is a cheap stand-in for registration: both scans are
 thinned to a common voxel (a fortieth of the median scan's bounding-box diagonal), described by
@@ -39,15 +39,29 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["CANDIDATES", "LOOP_DETOUR", "candidate_pairs", "overlap_scores", "revisits"]
+__all__ = [
+    "CANDIDATES",
+    "LOOP_DETOUR",
+    "LOOP_MIN_PATH",
+    "candidate_pairs",
+    "overlap_scores",
+    "revisits",
+]
 
 #: the ways of choosing candidate pairs
 CANDIDATES = ("all", "knn")
 
 #: a loop candidate's path along the chain, in multiples of the distance between its scans:
-#: at least twice as far round as straight across (a turntable's views 120 deg apart and more,
-#: a drive that comes back; never two scans of one straight road)
+#: at least twice as far round as straight across (on a circle, views more than about 217 deg
+#: apart along the turn, 143 deg or less across; a drive that comes back; never two scans of
+#: one straight road)
 LOOP_DETOUR = 2.0
+#: and at least this share of the median scan's bounding-box diagonal: a sensor that stands
+#: still (or creeps) comes back to where it is at every scan, path and distance both near 0,
+#: and its scans' pairs are what the consecutive ones measure. The views of a turntable's
+#: loop travel 0.4-1.2 of it (generated objects, the Stanford dragon); a LiDAR sweep's
+#: diagonal is 100-160 m, so a drive must go 10-16 m before it can come back
+LOOP_MIN_PATH = 0.1
 
 #: the overlap score's voxel, as a fraction of the median scan's bounding-box diagonal
 SCORE_VOXEL_FRACTION = 1 / 40
@@ -104,10 +118,15 @@ def revisits(clouds: Sequence[np.ndarray], steps: Sequence[np.ndarray | None]) -
     Each scan's place is its centroid carried into the frame of the first scan of its chain by
     the composed steps (a scan's own origin need not be where it was taken: a view moved by
     any rigid motion). Two scans of one chain are a revisit when the path through the places
-    between them is at least :data:`LOOP_DETOUR` times the distance between their places;
-    two scans on either side of a break are always one (nothing says they are close along
-    the sequence). A scan is never its own revisit, nor its neighbour's.
+    between them is at least :data:`LOOP_DETOUR` times the distance between their places and
+    at least :data:`LOOP_MIN_PATH` of the median scan's diagonal; two scans on either side of
+    a break are always one (nothing says they are close along the sequence). A scan is never
+    its own revisit, nor its neighbour's.
     """
+    from scipy.spatial.distance import cdist
+
+    from pcreg.geometry.columns import column_max, column_min
+
     count = len(clouds)
     if len(steps) != count - 1:
         raise ValueError(f"{count} scans need {count - 1} steps, got {len(steps)}")
@@ -126,9 +145,10 @@ def revisits(clouds: Sequence[np.ndarray], steps: Sequence[np.ndarray | None]) -
     legs = np.linalg.norm(np.diff(places, axis=0), axis=1)
     travelled = np.concatenate([[0.0], np.cumsum(legs)])  # along the chain (within one)
     path = np.abs(travelled[:, None] - travelled[None, :])
-    distance = np.linalg.norm(places[:, None] - places[None, :], axis=2)
-    same = chain[:, None] == chain[None, :]
-    out = np.where(same, path >= LOOP_DETOUR * distance, True)
+    distance = cdist(places, places)
+    diagonal = float(np.median([np.linalg.norm(column_max(c) - column_min(c)) for c in clouds]))
+    came_back = (path >= LOOP_DETOUR * distance) & (path >= LOOP_MIN_PATH * diagonal)
+    out = np.where(chain[:, None] == chain[None, :], came_back, True)
     index = np.arange(count)
     out &= np.abs(index[:, None] - index[None, :]) > 1
     return out

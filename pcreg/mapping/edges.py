@@ -193,10 +193,13 @@ def register_edges(
             start = time.perf_counter()
             with RayRunner(options, address=address, workers=workers) as runner:
                 logger.info("Ray ready in %.1f s", time.perf_counter() - start)
+                stored: dict[int, Any] = {}  # the clouds in the object store, once
                 while len(edges) < sum(map(len, rounds)):
                     batch = rounds[-1]
                     done = [None] * len(batch)
-                    pending = runner.submit_arrays(clouds, [(i, j) for i, j, _ in batch], names)
+                    pending = runner.submit_arrays(
+                        clouds, [(i, j) for i, j, _ in batch], names, stored
+                    )
                     while pending:
                         ready, _ = ray.wait(list(pending), num_returns=1)
                         for ref in ready:

@@ -118,9 +118,11 @@ def test_each_cloud_is_voxelised_once_however_many_estimates_it_finishes(
     from pcreg.registration.finish import _VOXELISED
 
     seen: list[tuple[int, float]] = []
+    alive = []  # the arrays, so that no id is reused while the test counts
     real = clouds.downsample_with_normals
 
     def counting(points, voxel, *args, **kwargs):
+        alive.append(points)
         seen.append((id(points), float(voxel)))
         return real(points, voxel, *args, **kwargs)
 
