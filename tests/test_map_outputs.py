@@ -93,10 +93,13 @@ def _bunny_views(tmp_path, names=("bun000", "bun045", "bun315")):
     return files, [truth[n] for n in names]
 
 
-def test_pcreg_map_on_three_bunny_views(tmp_path, capsys):
-    """Three overlapping views (0, 45 and 315 deg): three pairs registered in this process,
-    every view placed within 1 deg and 1 mm of the .conf poses (first view aligned)."""
-    files, truth = _bunny_views(tmp_path)
+@pytest.mark.parametrize("names", [("bun000", "bun045", "bun315"), ("bun000", "bun045", "bun090")])
+def test_pcreg_map_on_three_bunny_views(tmp_path, capsys, names):
+    """Three overlapping views (0, 45 and 315 deg; and the README's 0, 45, 90): three pairs
+    registered in this process, every view placed within 1 deg and 1 mm of the .conf poses
+    (first view aligned), the first view's pose the identity to the bit (the README's views
+    left 5e-62 in it before the graph set it)."""
+    files, truth = _bunny_views(tmp_path, names)
     out = tmp_path / "map"
     code = main(["map", *map(str, files), "--out", str(out), "--workers", "1"])
     assert code == 0, capsys.readouterr().err
@@ -105,6 +108,7 @@ def test_pcreg_map_on_three_bunny_views(tmp_path, capsys):
     poses = np.loadtxt(out / "poses.txt").reshape(-1, 3, 4)
     side = json.loads((out / "poses.txt.json").read_text())
     assert all(e["kept"] for e in side["edges"]), side["edges"]
+    assert np.array_equal(poses[0], np.eye(4)[:3])  # the world is the first view's frame, exactly
     for k in range(3):
         est = np.vstack([poses[k], [0, 0, 0, 1]])
         gt = np.linalg.inv(truth[0]) @ truth[k]

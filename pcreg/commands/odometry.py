@@ -59,7 +59,7 @@ def add_parser(sub) -> None:
     )
     cmd.add_argument(
         "--out", type=Path, default=None,
-        help="poses file, and its frame in OUT.json beside it (default: print the poses)",
+        help="poses file, and its frame in OUT.json beside it (the poses are printed either way)",
     )  # fmt: skip
     cmd.add_argument(
         "--render", type=Path, metavar="PNG", help="top-down trajectory over the merged map"

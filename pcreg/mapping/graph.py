@@ -279,7 +279,8 @@ def _open3d_optimise(
     out = poses.copy()
     for k in nodes:
         out[k] = np.asarray(graph.nodes[local[k]].pose)
-    out[nodes] = np.linalg.inv(out[root]) @ out[nodes]  # the reference's frame, exactly
+    out[nodes] = np.linalg.inv(out[root]) @ out[nodes]  # the reference's frame
+    out[root] = np.eye(4)  # exactly: the product above leaves 1e-39-sized residues
     survived = {(int(e.source_node_id), int(e.target_node_id)) for e in graph.edges}
     pruned = {n for n in active if (local[edges[n].src], local[edges[n].ref]) not in survived}
     return out, pruned
