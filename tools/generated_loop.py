@@ -6,7 +6,7 @@ line per object: whether each placed every view, and the end-to-start error (the
 pose against the first's: its rotation, and the RMS displacement it gives the last view's
 points) where it did.
 
-    python tools/generated_loop.py OUT [--seeds 7100000-7100007] [--workers 2]
+    python tools/generated_loop.py OUT [--seeds 7100000-7100007] [--workers 2] [--force]
 
 Seeds 7,100,000 and up are used by no fit (the verdict set's objects are 5,000,000+).
 """
@@ -41,7 +41,17 @@ def main() -> int:
     parser.add_argument("--seeds", type=_seeds, default=_seeds("7100000-7100007"))
     parser.add_argument("--views", type=int, default=12)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--force", action="store_true", help="replace views an earlier run "
+                        "wrote into OUT")  # fmt: skip
     args = parser.parse_args()
+    if args.out.exists() and not args.out.is_dir():
+        print(f"generated_loop.py: {args.out}: not a directory", file=sys.stderr)
+        return 2
+    ours = sorted(args.out.glob("*_[0-9][0-9].npy")) if args.out.is_dir() else []
+    if ours and not args.force:
+        print(f"generated_loop.py: {args.out}: holds {len(ours)} views of an earlier run "
+              "(--force replaces them)", file=sys.stderr)  # fmt: skip
+        return 2
     from scipy.spatial.transform import Rotation
 
     from pcreg.data.synthetic.objects import object_views
