@@ -433,7 +433,12 @@ class Registration:
         )
 
     def _classical(
-        self, plan: _Plan, src: np.ndarray, ref: np.ndarray, max_queries: int | None = None
+        self,
+        plan: _Plan,
+        src: np.ndarray,
+        ref: np.ndarray,
+        max_queries: int | None = None,
+        max_iterations: int = 100_000,
     ) -> RegistrationResult:
         import open3d  # noqa: F401 - loaded first, so that its threads are fitted
 
@@ -442,7 +447,8 @@ class Registration:
 
         fit_late()
 
-        res = fpfh_ransac(src, ref, plan.voxel, max_queries=max_queries)
+        res = fpfh_ransac(src, ref, plan.voxel, max_queries=max_queries,
+                          max_iterations=max_iterations)  # fmt: skip
         n = len(res.src_corr_points)
         return RegistrationResult(
             transform=res.transform,

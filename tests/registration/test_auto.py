@@ -145,6 +145,33 @@ def test_each_cloud_is_voxelised_once_however_many_estimates_it_finishes(
     assert _VOXELISED.get() is None
 
 
+def test_a_rooms_classical_step_caps_ransac_and_an_objects_does_not(
+    room_pair, tiny_checkpoint, monkeypatch
+):
+    """RANSAC runs to its cap where a pair has no rigid answer: a room's ``classical`` step
+    caps it at :data:`~pcreg.registration.auto.ROOM_RANSAC_ITERATIONS` (a mirrored 3DMatch
+    fragment spent 2.5 s in RANSAC at 100,000, 0.59 s at 20,000), an object's steps keep
+    100,000 (at 20,000 the zero-shot bunny and dragon draws lost 6 of 167 successes)."""
+    import pcreg.baselines as baselines
+    from pcreg.registration.auto import ROOM_RANSAC_ITERATIONS
+
+    asked: list[int] = []
+    real = baselines.fpfh_ransac
+
+    def recording(*args, **kwargs):
+        asked.append(kwargs["max_iterations"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(baselines, "fpfh_ransac", recording)
+    src, ref, _ = room_pair
+    pcreg.register(src, ref, model=tiny_checkpoint)  # the random network: the fallback runs
+    assert asked == [ROOM_RANSAC_ITERATIONS] == [20_000]
+    asked.clear()
+    bun, bun_ref, _ = _bunny_pair(0)
+    res = pcreg.register(bun, bun_ref)
+    assert res.object and asked and set(asked) == {100_000}, (res.object, asked)
+
+
 def _candidate(transform, path="geotransformer", step=0):
     from pcreg.registration.result import RegistrationResult
     from pcreg.registration.verdict import Candidate
