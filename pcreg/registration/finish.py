@@ -5,21 +5,19 @@ and units."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from pcreg.registration.frames import to_user_frame
+from pcreg.registration.memo import remembered
 from pcreg.registration.result import RegistrationResult
 from pcreg.registration.symmetry import fit_constraint, symmetry_probe
 from pcreg.registration.verdict import scene_size
 from pcreg.registration.verify import agreement, verify
 
-__all__ = ["ICP_ITERATIONS", "ICP_TOLERANCE", "finish_estimate", "user_pose", "voxelised_once"]
+__all__ = ["ICP_ITERATIONS", "ICP_TOLERANCE", "finish_estimate", "refine", "user_pose"]
 
 #: ICP of the pipeline: Open3D's relative fitness / RMSE change below which it stops, and its
 #: iteration cap. At Open3D's usual 1e-6 / 30 two starts 0.5 deg apart ended 0.06 deg apart
@@ -27,45 +25,20 @@ __all__ = ["ICP_ITERATIONS", "ICP_TOLERANCE", "finish_estimate", "user_pose", "v
 ICP_TOLERANCE = 1e-8
 ICP_ITERATIONS = 100
 
-#: within one registration (:func:`voxelised_once`): ``(id(points), voxel) -> (points, cloud)``
-_VOXELISED: ContextVar[dict[tuple[int, float], tuple[np.ndarray, Any]] | None] = ContextVar(
-    "pcreg_voxelised", default=None
-)
-
-
-@contextmanager
-def voxelised_once() -> Iterator[None]:
-    """Within it, each working-frame cloud is voxelised with normals once per voxel, however
-    many estimates ICP refines and the probe measures on it (:func:`_voxelised`). A LiDAR
-    pair that reaches FPFH + RANSAC finishes three estimates on the same two clouds: six
-    voxelisations (0.41 s on two KITTI highway scans), now two. The pipeline enters it for
-    each registration (:meth:`pcreg.registration.pipeline.Registration.__call__`); outside it
-    nothing is kept."""
-    token = _VOXELISED.set({})
-    try:
-        yield
-    finally:
-        _VOXELISED.reset(token)
-
 
 def _voxelised(points: np.ndarray, voxel: float) -> Any:
     """:func:`pcreg.geometry.clouds.downsample_with_normals` of ``points (N, 3)`` at
-    ``voxel``, kept for the rest of the registration inside :func:`voxelised_once` (keyed by
-    the array itself, which the memo holds: the pipeline's working-frame clouds are new
-    arrays per registration and never written in place; a mirrored source is another
-    array). The cloud is shared: ICP, the verification and the probe only read it."""
+    ``voxel``, kept for the rest of the registration
+    (:func:`~pcreg.registration.memo.once_per_registration`, keyed by the array itself: the
+    pipeline's working-frame clouds are new arrays per registration and never written in
+    place; a mirrored source is another array). A LiDAR pair that reaches FPFH + RANSAC
+    finishes three estimates on the same two clouds: six voxelisations (0.41 s on two KITTI
+    highway scans), now two. The cloud is shared: ICP, the verification and the probe only
+    read it."""
     from pcreg.geometry.clouds import downsample_with_normals
 
-    memo = _VOXELISED.get()
-    if memo is None:
-        return downsample_with_normals(points, voxel)
-    key = (id(points), float(voxel))
-    hit = memo.get(key)
-    if hit is not None and hit[0] is points:
-        return hit[1]
-    cloud = downsample_with_normals(points, voxel)
-    memo[key] = (points, cloud)
-    return cloud
+    return remembered(("voxelised", id(points), float(voxel)),
+                      lambda: downsample_with_normals(points, voxel), holds=points)  # fmt: skip
 
 
 def finish_estimate(
@@ -81,6 +54,8 @@ def finish_estimate(
     support: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
     probe: bool = True,
     icp_iterations: int = ICP_ITERATIONS,
+    refined: Any = None,
+    refined_seconds: float = 0.0,
 ) -> RegistrationResult:
     """ICP when asked (``icp``; in the working frame), the verification of the estimate
     (:func:`~pcreg.registration.verify.verify`, at the setting's voxel: its contrast is the
@@ -93,22 +68,22 @@ def finish_estimate(
     scores (K,))`` in the same frame to measure the estimate's agreement with, for an
     estimate the network did not make (FPFH + RANSAC's). ``probe``: also measure the margin
     to the best different pose (the symmetry probe) and the fit's constraint (False: only
-    the fit is wanted, as by the mirror check). ``icp_iterations``: ICP's cap."""
+    the fit is wanted, as by the mirror check). ``icp_iterations``: ICP's cap. ``refined``:
+    :func:`refine`'s result for this estimate where it already ran (``auto`` runs FPFH +
+    RANSAC's ICP beside the network's pass from its pose), and the seconds it took."""
     net = support  # the network's own correspondences, which ICP's replace
     if result.method == "geotransformer":
         net = (result.src_corr_points, result.ref_corr_points, result.corr_scores)
     down = None  # ICP's voxelised clouds, which the verification reuses at its voxel
     if icp:
-        from pcreg.baselines.icp import icp_refine
-
         t0 = time.perf_counter()
         src_down = _voxelised(src, plan.voxel)
         ref_down = _voxelised(ref, plan.voxel)
         if plan.voxel == plan.setting.voxel_size:
             down = (np.array(src_down.points), np.array(ref_down.points))
-        refined = icp_refine(src_down, ref_down, result.transform, plan.voxel, icp_iterations,
-                             tolerance=ICP_TOLERANCE)  # fmt: skip
-        result.timings["icp"] = time.perf_counter() - t0
+        if refined is None:
+            refined = refine(result.transform, plan, src, ref, icp_iterations)
+        result.timings["icp"] = refined_seconds or time.perf_counter() - t0
         result.transform = refined.transform
         result.src_corr_points = refined.src_corr_points
         result.ref_corr_points = refined.ref_corr_points
@@ -152,6 +127,22 @@ def finish_estimate(
     result.corr_scores = np.asarray(result.corr_scores, np.float64).reshape(-1)
     result.timings["total"] = time.perf_counter() - start
     return result
+
+
+def refine(
+    transform: np.ndarray,
+    plan: Any,
+    src: np.ndarray,
+    ref: np.ndarray,
+    icp_iterations: int = ICP_ITERATIONS,
+) -> Any:
+    """The pipeline's ICP of the estimate ``transform (4, 4)`` on the working-frame clouds
+    ``src (N, 3)``, ``ref (M, 3)`` voxelised at the plan's voxel (each once per registration):
+    a :class:`~pcreg.baselines.icp.IcpResult`, as :func:`finish_estimate` runs it."""
+    from pcreg.baselines.icp import icp_refine
+
+    return icp_refine(_voxelised(src, plan.voxel), _voxelised(ref, plan.voxel), transform,
+                      plan.voxel, icp_iterations, tolerance=ICP_TOLERANCE)  # fmt: skip
 
 
 def user_pose(pose: np.ndarray, scale: float, origins: np.ndarray) -> np.ndarray:

@@ -26,7 +26,7 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -321,11 +321,12 @@ class Registration:
         """Register ``src (N, 3)`` onto ``ref (M, 3)`` (metres, validated arrays); ``names``
         label them in errors. torch and Open3D run on the cores free at the start, or just
         before it (:func:`~pcreg.engine.threads.fitted_threads`)."""
-        from pcreg.registration.finish import voxelised_once
+        from pcreg.registration.memo import once_per_registration
 
         src, ref = xyz_columns(src, names[0]), xyz_columns(ref, names[1])
         check_counts(src, ref, names)
-        with fitted_threads(libraries(self.method, self.model, self.device)), voxelised_once():
+        threads = fitted_threads(libraries(self.method, self.model, self.device))
+        with threads, once_per_registration():
             return self._register(src, ref, names)
 
     def _register(
@@ -474,14 +475,16 @@ class Registration:
         support: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
         probe: bool = True,
         icp_iterations: int = ICP_ITERATIONS,
+        refined: Any = None,
+        refined_seconds: float = 0.0,
     ) -> RegistrationResult:
         """Steps 3-5 for one estimate: :func:`~pcreg.registration.finish.finish_estimate`
         with this pipeline's ICP setting."""
         from pcreg.registration.finish import finish_estimate
 
         return finish_estimate(result, plan, src, ref, start, origins, icp=self.icp, scale=scale,
-                               support=support, probe=probe,
-                               icp_iterations=icp_iterations)  # fmt: skip
+                               support=support, probe=probe, icp_iterations=icp_iterations,
+                               refined=refined, refined_seconds=refined_seconds)  # fmt: skip
 
 
 def _shifted(points: np.ndarray, origin: np.ndarray) -> np.ndarray:

@@ -113,9 +113,10 @@ def test_each_cloud_is_voxelised_once_however_many_estimates_it_finishes(
 ):
     """The fallback finishes several estimates (the network's, FPFH + RANSAC's, the network's
     from that pose) on the same two clouds: each is voxelised with normals once per voxel
-    (``pcreg.registration.finish.voxelised_once``), and nothing is kept after the call."""
+    (``pcreg.registration.memo.once_per_registration``), and nothing is kept after the
+    call."""
     import pcreg.geometry.clouds as clouds
-    from pcreg.registration.finish import _VOXELISED
+    from pcreg.registration.memo import _MEMO
 
     seen: list[tuple[int, float]] = []
     alive = []  # the arrays, so that no id is reused while the test counts
@@ -142,7 +143,7 @@ def test_each_cloud_is_voxelised_once_however_many_estimates_it_finishes(
     assert res.method_used == "fpfh-ransac", res.method_used
     assert len(finishes) >= 3  # the network's estimate, FPFH's, the network's from FPFH's
     assert len(seen) >= 2 and len(seen) == len(set(seen)), seen
-    assert _VOXELISED.get() is None
+    assert _MEMO.get() is None
 
 
 def test_a_rooms_classical_step_caps_ransac_and_an_objects_does_not(
@@ -170,6 +171,45 @@ def test_a_rooms_classical_step_caps_ransac_and_an_objects_does_not(
     bun, bun_ref, _ = _bunny_pair(0)
     res = pcreg.register(bun, bun_ref)
     assert res.object and asked and set(asked) == {100_000}, (res.object, asked)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_fpfhs_icp_runs_beside_the_networks_pass_from_its_pose(monkeypatch, threads):
+    """With two cores free, ``auto`` runs the ICP of FPFH + RANSAC's pose on a worker thread
+    beside the network's pass from that pose, in the registration's context (its memo: the
+    clouds voxelised once); with one, after it, on this thread. Either way both answers come
+    back, with the ICP's seconds."""
+    import threading
+    import time
+
+    import pcreg.engine.threads as engine_threads
+    from pcreg.registration.auto import _beside
+    from pcreg.registration.memo import once_per_registration, recalled, remembered
+
+    monkeypatch.setattr(engine_threads, "current_threads", lambda: threads)
+    seen = {}
+
+    def network():
+        seen["network"] = threading.get_ident()
+        time.sleep(0.2)  # the worker starts meanwhile
+        seen["network done"] = True
+        return "prediction"
+
+    def icp():
+        seen["icp"] = threading.get_ident()
+        seen["order"] = "after" if seen.get("network done") else "during"
+        return remembered("clouds", lambda: "voxelised")
+
+    with once_per_registration():
+        value, (other, seconds) = _beside(network, icp)
+        assert recalled("clouds") == "voxelised"  # the worker wrote this registration's memo
+    assert (value, other) == ("prediction", "voxelised") and seconds >= 0.0
+    assert seen["network"] == threading.get_ident()
+    if threads == 1:
+        assert seen["icp"] == threading.get_ident() and seen["order"] == "after"
+    else:
+        assert seen["icp"] != threading.get_ident() and seen["order"] == "during"
+    assert _beside(network, None) == ("prediction", (None, 0.0))
 
 
 def _candidate(transform, path="geotransformer", step=0):

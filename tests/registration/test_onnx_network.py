@@ -109,6 +109,35 @@ def test_keeping_is_the_plain_pass_and_turns_the_source_on_its_own_work(indoor, 
     assert len(gap) > 100 and gap.max() < 0.05  # within the network's 5 cm voxel
 
 
+def test_a_registration_runs_the_references_half_once(indoor, shared_data, monkeypatch):
+    """Inside one registration (:func:`~pcreg.registration.memo.once_per_registration`) a
+    second pass with the same reference, given as a new array (``auto``'s pass from FPFH +
+    RANSAC's pose, the mirror check's), runs only the source's pyramid, backbone and
+    embedding, and predicts bit for bit what a pass of its own predicts; outside it, and for
+    another reference, both halves run."""
+    from pcreg.registration.memo import once_per_registration
+
+    _, onnx_net = indoor
+    src, ref, _ = _real_pair(shared_data)
+    turned = src @ _rotation([0, 0, 1], 30).T + [0.5, -0.2, 0.1]
+    alone = onnx_net(turned, ref)
+    backbones: list[int] = []
+    real = onnx_net._backbone
+    monkeypatch.setattr(onnx_net, "_backbone",
+                        lambda pyr: backbones.append(len(pyr.points[0])) or real(pyr))  # fmt: skip
+    with once_per_registration():
+        onnx_net.keeping(src, ref)  # the first pass: both halves
+        assert len(backbones) == 2
+        again = onnx_net(turned, ref.copy())  # the same reference, a new array
+        assert len(backbones) == 3  # the source's alone
+        onnx_net(turned, ref[:-1])  # another reference: both halves
+        assert len(backbones) == 5
+    np.testing.assert_array_equal(again.transform, alone.transform)
+    np.testing.assert_array_equal(_rows(again), _rows(alone))
+    onnx_net(turned, ref)  # outside a registration nothing is kept
+    assert len(backbones) == 7
+
+
 @pytest.mark.slow
 def test_real_outdoor_pair_matches_torch(cache, shared_data):
     src, ref = _kitti(shared_data, 94), _kitti(shared_data, 95)
