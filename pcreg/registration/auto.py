@@ -195,7 +195,17 @@ def _register_scene(
         steps = OBJECT_STEPS if reading.object else SCENE_STEPS
         for step in steps:
             step_index += 1
-            new = _attempt(pipe, plan, step, s, r, o, scale, start)
+            new = _attempt(
+                pipe,
+                plan,
+                step,
+                s,
+                r,
+                o,
+                scale,
+                start,
+                ransac_iterations=_ransac_iterations(plan, reading.object),
+            )
             for cand in new:
                 cand.step, cand.stage = step_index, step
                 cand.result.units, cand.result.object = reading.units, reading.object
@@ -266,7 +276,9 @@ def _mirror_check(pipe, verdict, src, ref, names, origins, start) -> None:
         plan = pipe.plan(image * scale, ref * scale, names, model=best.result.model)
         s, r, o = plan.clean(image * scale, ref * scale, origins * scale)
         step = best.stage
-        return [c.features for c in _attempt(pipe, plan, step, s, r, o, scale, start, light=True)]
+        cap = _ransac_iterations(plan, best.result.object)
+        found = _attempt(pipe, plan, step, s, r, o, scale, start, light=True, ransac_iterations=cap)
+        return [c.features for c in found]
 
     mirror_check(verdict, mirror_fits)
 
@@ -286,7 +298,9 @@ def _strict(pipe, verdict, found, centre, diagonal, src, ref, names, origins, st
         plan = pipe.plan(src * scale, ref * scale, names, model=best.result.model)
         s, r, o = plan.clean(src * scale, ref * scale, origins * scale)
         step = "classical" if other == "fpfh-ransac" else "learned"
-        pool = [c for c in _attempt(pipe, plan, step, s, r, o, scale, start) if c.path == other]
+        cap = _ransac_iterations(plan, best.result.object)
+        found = _attempt(pipe, plan, step, s, r, o, scale, start, ransac_iterations=cap)
+        pool = [c for c in found if c.path == other]
         model = load_verdict_model("auto")
         for c in pool:
             c.features.update({k: v for k, v in best.features.items() if k not in c.features})
@@ -416,11 +430,13 @@ def _attempt(
     scale: float,
     start: float,
     light: bool = False,
+    ransac_iterations: int = 100_000,
 ) -> list[Candidate]:
     """One step of the module doc on the scaled, cleaned pair: its finished estimates as
     candidates, in the user's frame (none: the step does not apply). ``light``: only the fit
     is wanted (the mirror check): no symmetry probe, ICP capped at
-    :data:`MIRROR_ICP_ITERATIONS`."""
+    :data:`MIRROR_ICP_ITERATIONS`. ``ransac_iterations``: FPFH + RANSAC's cap
+    (:func:`_ransac_iterations`)."""
     finish = pipe._finish
     if light:
         finish = partial(pipe._finish, probe=False, icp_iterations=MIRROR_ICP_ITERATIONS)
@@ -452,68 +468,79 @@ def _attempt(
         src,
         ref,
         plan.setting.classical_queries,
-        ROOM_RANSAC_ITERATIONS
-        if step == "classical" and plan.setting.name == "indoor"
-        else 100_000,
+        ransac_iterations,
     )
     classical.voxel_size = plan.voxel
     classical.timings["register"] = time.perf_counter() - t0
     classical.method_used = "fpfh-ransac"
     pose = classical.transform.copy()
     net = None  # the network's prediction from FPFH's pose: its correspondences judge both
-    refined, refined_seconds = None, 0.0  # ICP of FPFH's pose, where it ran beside the network
+    icp_done, icp_seconds = None, 0.0  # ICP of FPFH's pose, where it ran beside the network
     if len(classical.src_corr_points) >= 3:
-        t0 = time.perf_counter()
-        icp = partial(refine, pose, plan, src, ref) if pipe.icp and not light else None
-        net, (refined, refined_seconds) = _beside(partial(_from_pose, plan, src, ref, pose), icp)
-        net_time = time.perf_counter() - t0
+        cut = plan.for_network(src, ref)
+        knows = getattr(plan.loaded.network, "knows", None)
+        beside = None  # only where the pass will run the source's half alone, on one core
+        if pipe.icp and not light and knows is not None and knows(cut[1]):
+            beside = partial(refine, pose, plan, src, ref)
+        (net, net_time), (icp_done, icp_seconds) = _beside(
+            partial(_from_pose, plan, cut, pose), beside
+        )
     out = []
     support = None if net is None else (net.src_corr_points, net.ref_corr_points, net.corr_scores)
     finished = finish(classical, plan, src, ref, start, origins, scale, support=support,
-                      refined=refined, refined_seconds=refined_seconds)  # fmt: skip
+                      refined=icp_done, refined_seconds=icp_seconds)  # fmt: skip
     out.append(Candidate(finished, candidate_features(finished, 0.0, fpfh=True, alone=True)))
     if net is not None:
-        refined = pipe._learned(plan, net, "fpfh-ransac")
-        refined.timings["register"] = net_time
-        refined.method_used = "fpfh-ransac+geotransformer"
-        refined = finish(refined, plan, src, ref, start, origins, scale)
-        out.append(Candidate(refined, candidate_features(refined, 0.0, fpfh=True)))
+        from_pose = pipe._learned(plan, net, "fpfh-ransac")
+        from_pose.timings["register"] = net_time
+        from_pose.method_used = "fpfh-ransac+geotransformer"
+        from_pose = finish(from_pose, plan, src, ref, start, origins, scale)
+        out.append(Candidate(from_pose, candidate_features(from_pose, 0.0, fpfh=True)))
     if step != "classical":  # objects: the network must confirm FPFH's pose (none: nothing)
         out = out[1:]
     return out
 
 
+def _ransac_iterations(plan: _Plan, obj: bool) -> int:
+    """FPFH + RANSAC's iteration cap for a step under this reading:
+    :data:`ROOM_RANSAC_ITERATIONS` for a room (the ``indoor`` setting, not read as an object),
+    Open3D's 100,000 for objects and streets."""
+    return ROOM_RANSAC_ITERATIONS if plan.setting.name == "indoor" and not obj else 100_000
+
+
 def _beside(
     first: Callable[[], T], second: Callable[[], U] | None
-) -> tuple[T, tuple[U | None, float]]:
+) -> tuple[tuple[T, float], tuple[U | None, float]]:
     """``first()``, and ``second()`` beside it on a worker thread where two cores are free
     (:func:`~pcreg.engine.threads.current_threads`), else after it; ``second`` runs in this
-    registration's context (its memo, :mod:`pcreg.registration.memo`). Returns ``first``'s
-    value and ``(second's value, its seconds)`` (``(None, 0.0)`` without ``second``).
+    registration's context (its memo, :mod:`pcreg.registration.memo`), and every BLAS stays
+    at one thread meanwhile (the network's steps set that limit process-wide as they enter
+    and leave). Returns ``(value, seconds)`` of each (``(None, 0.0)`` without ``second``).
 
-    The network's pass from FPFH + RANSAC's pose and the ICP of that pose are independent: on
-    two KITTI highway scans the pass takes about 0.9 s of one core (the reference's half is
-    the first pass's, :meth:`~pcreg.registration.onnx_network.OnnxRegistrar.forward`) and ICP
-    0.6 s of the other (a wrong pose slides for all 100 steps)."""
+    The network's pass from FPFH + RANSAC's pose and the ICP of that pose are independent.
+    The caller pairs them only where the pass runs the source's half alone (its reference's
+    half was the first pass's: :meth:`~pcreg.registration.onnx_network.OnnxRegistrar.knows`),
+    on one core: on two KITTI highway scans the pass takes about 0.9 s and ICP 0.6 s of the
+    other (a wrong pose slides for all 100 steps)."""
     from concurrent.futures import ThreadPoolExecutor
     from contextvars import copy_context
 
+    from threadpoolctl import threadpool_limits
+
     from pcreg.engine.threads import current_threads
 
-    def timed() -> tuple[U, float]:
+    def timed(func: Callable[[], T]) -> tuple[T, float]:
         t0 = time.perf_counter()
-        out = second()
+        out = func()
         return out, time.perf_counter() - t0
 
     if second is None:
-        return first(), (None, 0.0)
+        return timed(first), (None, 0.0)
     if current_threads() < 2:
-        value = first()
-        return value, timed()
-    with ThreadPoolExecutor(1) as pool:
-        later = pool.submit(copy_context().run, timed)
-        value = first()
-        return value, later.result()
+        return timed(first), timed(second)
+    with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(1) as pool:
+        later = pool.submit(copy_context().run, timed, second)
+        return timed(first), later.result()
 
 
 def _mirror_features(pipe, plan, mirror, src, ref, origins, scale, start) -> list[dict[str, float]]:
@@ -535,12 +562,13 @@ def _mirror_features(pipe, plan, mirror, src, ref, origins, scale, start) -> lis
     return [candidate_features(result, 0.0, fpfh=False)]
 
 
-def _from_pose(plan: _Plan, src: np.ndarray, ref: np.ndarray, pose: np.ndarray):
-    """The network's prediction for ``(src, ref)``, run on the source moved by ``pose``
-    (4, 4): its transform composed with the pose, its source points moved back."""
+def _from_pose(plan: _Plan, cut: tuple[np.ndarray, np.ndarray], pose: np.ndarray):
+    """The network's prediction for the pair ``cut`` (what the network is given of it:
+    :meth:`~pcreg.registration.pipeline._Plan.for_network`), run on the source moved by
+    ``pose`` (4, 4): its transform composed with the pose, its source points moved back."""
     from pcreg.registration.prediction import Prediction
 
-    src, ref = plan.for_network(src, ref)  # cut about the source's own centre, then moved
+    src, ref = cut  # cut about the source's own centre, then moved
     moved = src @ pose[:3, :3].T + pose[:3, 3]
     pred = plan.loaded.network(moved, ref)
     back = (pred.src_corr_points - pose[:3, 3]) @ pose[:3, :3]

@@ -69,8 +69,9 @@ def finish_estimate(
     estimate the network did not make (FPFH + RANSAC's). ``probe``: also measure the margin
     to the best different pose (the symmetry probe) and the fit's constraint (False: only
     the fit is wanted, as by the mirror check). ``icp_iterations``: ICP's cap. ``refined``:
-    :func:`refine`'s result for this estimate where it already ran (``auto`` runs FPFH +
-    RANSAC's ICP beside the network's pass from its pose), and the seconds it took."""
+    :func:`refine`'s result for this estimate with this cap where it already ran (``auto``
+    runs FPFH + RANSAC's ICP beside the network's pass from its pose), and the seconds it
+    took."""
     net = support  # the network's own correspondences, which ICP's replace
     if result.method == "geotransformer":
         net = (result.src_corr_points, result.ref_corr_points, result.corr_scores)
@@ -82,7 +83,8 @@ def finish_estimate(
         if plan.voxel == plan.setting.voxel_size:
             down = (np.array(src_down.points), np.array(ref_down.points))
         if refined is None:
-            refined = refine(result.transform, plan, src, ref, icp_iterations)
+            refined = refine(result.transform, plan, src, ref, icp_iterations,
+                             clouds=(src_down, ref_down))  # fmt: skip
         result.timings["icp"] = refined_seconds or time.perf_counter() - t0
         result.transform = refined.transform
         result.src_corr_points = refined.src_corr_points
@@ -135,14 +137,17 @@ def refine(
     src: np.ndarray,
     ref: np.ndarray,
     icp_iterations: int = ICP_ITERATIONS,
+    clouds: tuple[Any, Any] | None = None,
 ) -> Any:
     """The pipeline's ICP of the estimate ``transform (4, 4)`` on the working-frame clouds
-    ``src (N, 3)``, ``ref (M, 3)`` voxelised at the plan's voxel (each once per registration):
-    a :class:`~pcreg.baselines.icp.IcpResult`, as :func:`finish_estimate` runs it."""
+    ``src (N, 3)``, ``ref (M, 3)`` voxelised at the plan's voxel (each once per registration;
+    ``clouds``: those voxelised clouds, where the caller has them): a
+    :class:`~pcreg.baselines.icp.IcpResult`, as :func:`finish_estimate` runs it."""
     from pcreg.baselines.icp import icp_refine
 
-    return icp_refine(_voxelised(src, plan.voxel), _voxelised(ref, plan.voxel), transform,
-                      plan.voxel, icp_iterations, tolerance=ICP_TOLERANCE)  # fmt: skip
+    src_down, ref_down = clouds or (_voxelised(src, plan.voxel), _voxelised(ref, plan.voxel))
+    return icp_refine(src_down, ref_down, transform, plan.voxel, icp_iterations,
+                      tolerance=ICP_TOLERANCE)  # fmt: skip
 
 
 def user_pose(pose: np.ndarray, scale: float, origins: np.ndarray) -> np.ndarray:

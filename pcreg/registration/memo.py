@@ -15,7 +15,9 @@ Two kinds of key are used:
 * an array's content (:func:`content_key`), where the same points reach a step as a new
   array: the reference half of a network pass (its pyramid, backbone features and geometric
   embedding, :class:`pcreg.registration.onnx_network.OnnxRegistrar`), which the cut the
-  network is given rebuilds for every pass.
+  network is given rebuilds for every pass. One slot per network: a new reference (another
+  reading of the units) replaces the last one's, which is dropped before the new one is
+  computed (the geometric embedding is ``(M, M, 256)`` float32: 160 MB at 400 superpoints).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-__all__ = ["content_key", "keep", "once_per_registration", "recalled", "remembered"]
+__all__ = ["content_key", "forget", "keep", "once_per_registration", "recalled", "remembered"]
 
 T = TypeVar("T")
 
@@ -74,9 +76,16 @@ def keep(key: Hashable, value: Any, holds: Any = None) -> None:
         memo[key] = (holds, value)
 
 
+def forget(key: Hashable) -> None:
+    """Drop what is kept under ``key`` in this registration (nothing where nothing is)."""
+    memo = _MEMO.get()
+    if memo is not None:
+        memo.pop(key, None)
+
+
 def content_key(points: np.ndarray) -> tuple[tuple[int, ...], str, str]:
     """A key for an array's content: its shape, dtype and a 128-bit BLAKE2b digest of its
     bytes (1-2 ms for a KITTI scan's 120,000 float32 points)."""
     data = np.ascontiguousarray(points)
-    digest = hashlib.blake2b(data.tobytes(), digest_size=16).hexdigest()
+    digest = hashlib.blake2b(memoryview(data).cast("B"), digest_size=16).hexdigest()
     return data.shape, str(data.dtype), digest

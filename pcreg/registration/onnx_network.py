@@ -229,23 +229,33 @@ class OnnxRegistrar:
         """Each cloud through its pyramid, the backbone and the geometric structure embedding:
         ``(encoded, embedding)`` of the source, then of the reference, the two clouds side by
         side on the lanes. The reference's are kept for the rest of the registration
-        (:mod:`pcreg.registration.memo`, by its content): ``auto`` runs the network again
-        with the same reference, from FPFH + RANSAC's pose and for the mirror check, and
-        then only the source's half runs (on a KITTI scan cut to 400 superpoint cells its
-        pyramid, backbone and embedding take about 0.6 s of one core)."""
-        from pcreg.registration.memo import content_key, keep, recalled
+        (:mod:`pcreg.registration.memo`, by its content; one reference per network): ``auto``
+        runs the network again with the same reference, from FPFH + RANSAC's pose and for the
+        mirror check, and then only the source's half runs (on a KITTI scan cut to 400
+        superpoint cells its pyramid, backbone and embedding take about 0.6 s of one
+        core)."""
+        from pcreg.registration.memo import content_key, forget, keep, recalled
 
-        key = ("onnx reference", id(self), content_key(np.asarray(ref, np.float32)))
-        known = recalled(key, holds=self)
-        if known is not None:
+        slot, key = ("onnx reference", id(self)), content_key(np.asarray(ref, np.float32))
+        known = recalled(slot, holds=self)
+        if known is not None and known[0] == key:
             (s_pyr,) = self._pyramids_of([("src", src)], lanes)
             s = self._backbone(s_pyr)
-            return (s, self._embedding(s)), known
+            return (s, self._embedding(s)), known[1]
+        forget(slot)  # another reference: the last one's encoding goes first
         s_pyr, r_pyr = self._pyramids(src, ref, lanes)
         s, r = lanes.both(partial(self._backbone, s_pyr), partial(self._backbone, r_pyr))
         s_emb, r_emb = lanes.both(partial(self._embedding, s), partial(self._embedding, r))
-        keep(key, (r, r_emb), holds=self)
+        keep(slot, (key, (r, r_emb)), holds=self)
         return (s, s_emb), (r, r_emb)
+
+    def knows(self, ref: np.ndarray) -> bool:
+        """Whether a pass with ``ref (M, 3)`` as its reference would run only the source's
+        half: this registration already ran the reference's (:meth:`_encoded`)."""
+        from pcreg.registration.memo import content_key, recalled
+
+        known = recalled(("onnx reference", id(self)), holds=self)
+        return known is not None and known[0] == content_key(np.asarray(ref, np.float32))
 
     def _pyramids(
         self, src: np.ndarray, ref: np.ndarray, lanes: _Lanes

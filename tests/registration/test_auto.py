@@ -173,14 +173,28 @@ def test_a_rooms_classical_step_caps_ransac_and_an_objects_does_not(
     assert res.object and asked and set(asked) == {100_000}, (res.object, asked)
 
 
+@pytest.mark.parametrize(
+    ("setting", "obj", "cap"),
+    [("indoor", False, 20_000), ("indoor", True, 100_000), ("outdoor", False, 100_000)],
+)
+def test_the_ransac_cap_follows_the_reading_in_every_step(setting, obj, cap):
+    """The cap is the reading's, whichever step asks (the search's, the mirror check's,
+    ``--strict``'s): an object is read under the ``indoor`` setting and keeps 100,000."""
+    from types import SimpleNamespace
+
+    from pcreg.registration.auto import _ransac_iterations
+
+    plan = SimpleNamespace(setting=SimpleNamespace(name=setting))
+    assert _ransac_iterations(plan, obj) == cap
+
+
 @pytest.mark.parametrize("threads", [1, 2])
 def test_fpfhs_icp_runs_beside_the_networks_pass_from_its_pose(monkeypatch, threads):
     """With two cores free, ``auto`` runs the ICP of FPFH + RANSAC's pose on a worker thread
     beside the network's pass from that pose, in the registration's context (its memo: the
-    clouds voxelised once); with one, after it, on this thread. Either way both answers come
-    back, with the ICP's seconds."""
+    clouds voxelised once) and with every BLAS at one thread; with one core, after it, on
+    this thread. Either way both answers come back, each with its own seconds."""
     import threading
-    import time
 
     import pcreg.engine.threads as engine_threads
     from pcreg.registration.auto import _beside
@@ -188,28 +202,78 @@ def test_fpfhs_icp_runs_beside_the_networks_pass_from_its_pose(monkeypatch, thre
 
     monkeypatch.setattr(engine_threads, "current_threads", lambda: threads)
     seen = {}
+    started = threading.Event()
 
     def network():
         seen["network"] = threading.get_ident()
-        time.sleep(0.2)  # the worker starts meanwhile
+        if threads == 2:
+            assert started.wait(10.0)  # the worker runs meanwhile
         seen["network done"] = True
         return "prediction"
 
     def icp():
+        from threadpoolctl import threadpool_info
+
+        started.set()
         seen["icp"] = threading.get_ident()
         seen["order"] = "after" if seen.get("network done") else "during"
+        seen["blas"] = {i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"}
         return remembered("clouds", lambda: "voxelised")
 
     with once_per_registration():
-        value, (other, seconds) = _beside(network, icp)
+        (value, first_s), (other, second_s) = _beside(network, icp)
         assert recalled("clouds") == "voxelised"  # the worker wrote this registration's memo
-    assert (value, other) == ("prediction", "voxelised") and seconds >= 0.0
+    assert (value, other) == ("prediction", "voxelised") and first_s >= 0 and second_s >= 0
     assert seen["network"] == threading.get_ident()
     if threads == 1:
         assert seen["icp"] == threading.get_ident() and seen["order"] == "after"
     else:
         assert seen["icp"] != threading.get_ident() and seen["order"] == "during"
-    assert _beside(network, None) == ("prediction", (None, 0.0))
+        assert seen["blas"] <= {1}
+    (value, _), beside = _beside(network, None)
+    assert value == "prediction" and beside == (None, 0.0)
+
+
+@pytest.mark.data
+def test_a_lidar_pair_reaching_fpfh_gives_the_same_candidates_with_icp_beside(
+    shared_data, monkeypatch
+):
+    """KITTI 00 scans 94 and 198 (58 m apart, unrelated): the learned pass fails, FPFH +
+    RANSAC proposes a pose and the network runs again from it with its reference's half from
+    the first pass. With two cores the ICP of FPFH's pose runs on a worker thread beside that
+    pass and is handed to the estimate's finish (ICP runs once per estimate); with one it runs
+    in the finish. The candidates are the same to the bit, and the pair is refused."""
+    import threading
+
+    import pcreg.engine.threads as engine_threads
+    import pcreg.registration.finish as finish
+    from pcreg.io import read_points
+
+    root = shared_data / "kitti00_scancontext"
+    src, ref = (read_points(root / f"000{i}.bin").astype(np.float64)[:, :3] for i in ("094", "198"))
+    real = finish.refine
+    runs = {}
+    for threads in (1, 2):
+        calls: list[int] = []
+
+        def counted(*args, calls=calls, **kwargs):
+            calls.append(threading.get_ident())
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(engine_threads, "current_threads", lambda t=threads: t)
+        monkeypatch.setattr(finish, "refine", counted)
+        res = pcreg.register(src, ref)
+        runs[threads] = (res, calls)
+    (one, one_calls), (two, two_calls) = runs[1], runs[2]
+    assert not one.registered and not two.registered
+    paths = [c.path for c in two.verdict.candidates]
+    assert paths == ["geotransformer", "fpfh-ransac", "fpfh-ransac+geotransformer"], paths
+    for a, b in zip(one.verdict.candidates, two.verdict.candidates, strict=True):
+        np.testing.assert_array_equal(a.transform, b.transform)
+        assert a.features == b.features
+    assert len(one_calls) == len(two_calls) == 3  # one ICP per estimate
+    assert set(one_calls) == {threading.get_ident()}
+    assert sum(t != threading.get_ident() for t in two_calls) == 1  # FPFH's, on the worker
 
 
 def _candidate(transform, path="geotransformer", step=0):

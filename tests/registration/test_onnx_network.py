@@ -114,7 +114,7 @@ def test_a_registration_runs_the_references_half_once(indoor, shared_data, monke
     second pass with the same reference, given as a new array (``auto``'s pass from FPFH +
     RANSAC's pose, the mirror check's), runs only the source's pyramid, backbone and
     embedding, and predicts bit for bit what a pass of its own predicts; outside it, and for
-    another reference, both halves run."""
+    another reference (which then replaces the first: one per network), both halves run."""
     from pcreg.registration.memo import once_per_registration
 
     _, onnx_net = indoor
@@ -126,16 +126,19 @@ def test_a_registration_runs_the_references_half_once(indoor, shared_data, monke
     monkeypatch.setattr(onnx_net, "_backbone",
                         lambda pyr: backbones.append(len(pyr.points[0])) or real(pyr))  # fmt: skip
     with once_per_registration():
+        assert not onnx_net.knows(ref)
         onnx_net.keeping(src, ref)  # the first pass: both halves
-        assert len(backbones) == 2
+        assert len(backbones) == 2 and onnx_net.knows(ref.copy())
         again = onnx_net(turned, ref.copy())  # the same reference, a new array
         assert len(backbones) == 3  # the source's alone
-        onnx_net(turned, ref[:-1])  # another reference: both halves
-        assert len(backbones) == 5
+        onnx_net(turned, ref[:-1])  # another reference: both halves, and it replaces the first
+        assert len(backbones) == 5 and onnx_net.knows(ref[:-1]) and not onnx_net.knows(ref)
+        onnx_net(turned, ref)
+        assert len(backbones) == 7
     np.testing.assert_array_equal(again.transform, alone.transform)
     np.testing.assert_array_equal(_rows(again), _rows(alone))
     onnx_net(turned, ref)  # outside a registration nothing is kept
-    assert len(backbones) == 7
+    assert len(backbones) == 9 and not onnx_net.knows(ref)
 
 
 @pytest.mark.slow
