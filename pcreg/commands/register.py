@@ -27,7 +27,8 @@ def add_parser(sub) -> None:
         "register",
         help="register SRC onto REF and print T_ref_src",
         description="Estimate the rigid transform T (4x4) with REF ≈ T @ SRC. Formats: .ply .pcd "
-        ".xyz .txt .npy .npz .bin (KITTI) .las .laz .e57 .bag, meshes. Coordinates in any "
+        ".xyz .txt .csv .npy .npz .bin (KITTI) .las .laz .e57 (FILE.e57#K for scan K), ROS bags "
+        "(.bag; a ROS 2 bag folder or its .db3 / .mcap), meshes. Coordinates in any "
         "unit: --method auto reads metres, centimetres or millimetres from the clouds (--units "
         "names it), the other methods take metres; the transform is in the input's units, "
         "errors are printed in mm / cm / m, and --json's *_m keys hold metres (georeferenced "

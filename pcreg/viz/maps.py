@@ -45,6 +45,24 @@ def _edge_lines(
     return centres[a], centres[b]
 
 
+#: the share of drawn points a view may leave outside its frame, at each end of each axis: a
+#: few stray points (a range scan's mixed pixels) would otherwise stretch the view
+STRAY_SHARE = 0.002
+
+
+def _frame(ax: Any, x: np.ndarray, y: np.ndarray, dots: Sequence[np.ndarray]) -> None:
+    """A view's limits: every scan's centre (``dots``, each ``(2,)``) and the drawn points
+    ``x``, ``y`` but the :data:`STRAY_SHARE` farthest at each end of each axis, with a 5 %
+    margin."""
+    lo = np.array([np.quantile(x, STRAY_SHARE), np.quantile(y, STRAY_SHARE)])
+    hi = np.array([np.quantile(x, 1 - STRAY_SHARE), np.quantile(y, 1 - STRAY_SHARE)])
+    if len(dots):
+        lo, hi = np.minimum(lo, np.min(dots, axis=0)), np.maximum(hi, np.max(dots, axis=0))
+    pad = 0.05 * np.maximum(hi - lo, 1e-12)
+    ax.set_xlim(lo[0] - pad[0], hi[0] + pad[0])
+    ax.set_ylim(lo[1] - pad[1], hi[1] + pad[1])
+
+
 def map_figure(
     scans: Sequence[np.ndarray | None],
     kept: Sequence[tuple[int, int]],
@@ -57,7 +75,8 @@ def map_figure(
 ):
     """Two orthographic views of the map (along its minor axis, then along its middle one):
     every placed scan in its colour (:func:`scan_colors`), a numbered dot at its centre, the
-    kept edges as black lines and the rejected ones as dashed red lines.
+    kept edges as black lines and the rejected ones as thicker dashed red lines over them;
+    each view framed by :func:`_frame` (a few stray points fall outside it).
 
     Args:
         scans: ``K`` clouds ``(N_k, 3)`` in the world frame (input units); None: unplaced.
@@ -102,15 +121,20 @@ def map_figure(
         ax.scatter(points @ u, points @ v, s=0.4, c=colors[owner], rasterized=True)
         for k in placed:  # legend entries only
             ax.scatter([], [], s=20, color=colors[k], label=f"{k}: {os.path.basename(labels[k])}")
-        for group, color, style in ((kept, KEPT_COLOR, "-"), (rejected, REJECTED_COLOR, "--")):
+        # the rejected edges over the kept ones (a pair may have both), under the scans' dots
+        for group, color, style, lw, z in ((kept, KEPT_COLOR, "-", 1.4, 3),
+                                            (rejected, REJECTED_COLOR, "--", 2.6, 4)):  # fmt: skip
             starts, ends = _edge_lines(centres, group)
             for s, e in zip(starts, ends, strict=True):
                 s, e = (s - centre) * unit, (e - centre) * unit
-                ax.plot([s @ u, e @ u], [s @ v, e @ v], style, color=color, lw=1.4, alpha=0.85)
+                ax.plot([s @ u, e @ u], [s @ v, e @ v], style, color=color, lw=lw, alpha=0.9,
+                        zorder=z)  # fmt: skip
         for k in placed:
             c = (centres[k] - centre) * unit
-            ax.plot(c @ u, c @ v, "o", ms=13, color=colors[k], mec="black")
-            ax.annotate(str(k), (c @ u, c @ v), ha="center", va="center", fontsize=8)
+            ax.plot(c @ u, c @ v, "o", ms=13, color=colors[k], mec="black", zorder=5)
+            ax.annotate(str(k), (c @ u, c @ v), ha="center", va="center", fontsize=8, zorder=6)
+        _frame(ax, points @ u, points @ v, [((centres[k] - centre) * unit) @ np.stack([u, v]).T
+                                            for k in placed])  # fmt: skip
         ax.set_aspect("equal")
         ax.set_title(f"view {name}")
         ax.set_xlabel("major axis (m)")
@@ -119,7 +143,7 @@ def map_figure(
     from matplotlib.lines import Line2D
 
     handles += [Line2D([], [], color=KEPT_COLOR, lw=1.4), Line2D([], [], color=REJECTED_COLOR,
-                                                               lw=1.4, ls="--")]  # fmt: skip
+                                                               lw=2.6, ls="--")]  # fmt: skip
     names += [f"edge kept by the graph ({len(kept)})", f"edge rejected ({len(rejected)})"]
     fig.legend(handles, names, loc="center right", fontsize=8)
     fig.suptitle(title or f"map of {len(placed)} scans")

@@ -181,3 +181,28 @@ def test_odometry_map_has_a_colour_bar_and_a_marked_trajectory(rng, tmp_path):
     plt.close(fig)
     image = plt.imread(save_trajectory_png(tmp_path / "map.png", poses, scans))
     assert image.shape[:2] == (800, 880)  # golden size
+
+
+def test_a_maps_views_leave_strays_out_and_show_a_rejected_edge_over_a_kept_one():
+    """``map_figure``: a single stray point 40x the map's size away does not stretch the views
+    (their frames follow the points but the farthest 0.2 % at each end, and every scan's
+    centre), and a rejected edge drawn where a kept one also runs stays visible (red over
+    black)."""
+    import matplotlib.pyplot as plt
+
+    from pcreg.viz.maps import REJECTED_COLOR, map_figure
+
+    rng = np.random.default_rng(0)
+    scans = [rng.normal(size=(3000, 3)) * [1.0, 0.5, 0.2] + [2.0 * k, 0.0, 0.0] for k in range(3)]
+    scans[1][0] = [0.0, -80.0, 40.0]  # a stray
+    fig = map_figure(scans, kept=[(0, 1), (1, 2), (0, 2)], rejected=[(0, 1)])
+    try:
+        for ax in fig.axes[:2]:
+            (x0, x1), (y0, y1) = ax.get_xlim(), ax.get_ylim()
+            assert x1 - x0 < 12 and y1 - y0 < 12, (ax.get_xlim(), ax.get_ylim())
+        fig.canvas.draw()
+        rgb = np.asarray(fig.canvas.buffer_rgba())[..., :3] / 255.0
+        red = np.all(np.abs(rgb - np.array(REJECTED_COLOR)) < 0.12, axis=-1)
+        assert red.sum() > 150, red.sum()  # the dashed edge in both views, not just the legend
+    finally:
+        plt.close(fig)
