@@ -14,7 +14,8 @@ Objects (a pair under 1 m in its unit) run step 1 only where a hypothesis source
 small Manhattan room does; a bunny has no Manhattan axes), then step 2, where only the
 network's estimate from FPFH's pose is kept, then step 2 again at 1.5x the voxel.
 
-Every finished estimate is a :class:`~pcreg.registration.verdict.Candidate`. After each step
+Each step is :func:`pcreg.registration.steps.attempt`. Every finished estimate is a
+:class:`~pcreg.registration.verdict.Candidate`. After each step
 one verdict over all candidates so far (:func:`~pcreg.registration.verdict.judge`: the best
 score, and no different pose nearly as well supported) decides; the search stops at the first
 registered verdict, and otherwise returns the best candidate with ``registered`` false and the
@@ -31,14 +32,14 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import replace
-from functools import partial
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from pcreg.errors import InputError
+from pcreg.registration import steps
 from pcreg.registration.checks import cloud_extent
 from pcreg.registration.result import RegistrationResult
 from pcreg.registration.scale import OBJECT_EXTENT, Reading, reading_for, readings
@@ -53,9 +54,6 @@ _Plan = Any
 
 __all__ = ["register_auto"]
 
-T = TypeVar("T")
-U = TypeVar("U")
-
 logger = logging.getLogger(__name__)
 
 #: the steps for rooms and streets, and for objects (module doc). On objects only the
@@ -64,19 +62,6 @@ logger = logging.getLogger(__name__)
 #: 1.5x the voxel (other features, other hypotheses).
 SCENE_STEPS = ("learned", "classical")
 OBJECT_STEPS = ("learned, where a source applies", "object", "classical, coarser")
-
-#: RANSAC's iteration cap in the ``classical`` step of rooms (the ``indoor`` setting read as a
-#: scene). A pair with no rigid answer runs to the cap, and that is where a room's time went: a
-#: mirrored 3DMatch fragment against itself spent 2.5 s in RANSAC at Open3D's 100,000
-#: iterations, 0.59 s at 20,000. On 248 cases of 12 generated rooms never used in any fit
-#: (seeds 3,000,700-711, every class of the verdict set; ``pcreg.bench.verdict_set``), the
-#: default registration with 100,000 / 20,000: right and registered 78 / 80, wrong but
-#: registered 27 / 26, median 0.54 / 0.47 s, 90th percentile 1.35 / 1.16 s; the zero-shot
-#: 3DMatch and TUM draws the same. Objects and streets keep 100,000: at 20,000 the zero-shot
-#: bunny and dragon draws lost 6 of 167 successes, and KITTI training pair 01 0 -> 9 (a
-#: highway, 8.9 m) was refused 9.4 deg off (a street's RANSAC time goes into matching the
-#: features, not into the iterations: ``Setting.classical_queries``).
-ROOM_RANSAC_ITERATIONS = 20_000
 
 
 def register_auto(
@@ -192,10 +177,10 @@ def _register_scene(
         tried.append({"units": reading.units, "object": reading.object, "scale": scale,
                       "model": plan.model, "density": [round(d, 4) for d in density]})  # fmt: skip
         s, r, o = plan.clean(src * scale, ref * scale, origins * scale)
-        steps = OBJECT_STEPS if reading.object else SCENE_STEPS
-        for step in steps:
+        order = OBJECT_STEPS if reading.object else SCENE_STEPS
+        for step in order:
             step_index += 1
-            new = _attempt(
+            new = steps.attempt(
                 pipe,
                 plan,
                 step,
@@ -204,7 +189,7 @@ def _register_scene(
                 o,
                 scale,
                 start,
-                ransac_iterations=_ransac_iterations(plan, reading.object),
+                ransac_iterations=steps.ransac_iterations(plan, reading.object),
             )
             for cand in new:
                 cand.step, cand.stage = step_index, step
@@ -256,14 +241,6 @@ def _register_scene(
     return result
 
 
-#: the mirror check's learned estimate runs the mirror image's best-ranked orientation
-#: hypotheses only (the main search runs up to 9 on a 3DMatch pair)
-MIRROR_HYPOTHESES = 2
-#: and its ICP stops after this many iterations (the pipeline's cap is 100; a mirror image
-#: that fits converges from the network's estimate in a few, one that does not runs to the cap)
-MIRROR_ICP_ITERATIONS = 20
-
-
 def _mirror_check(pipe, verdict, src, ref, names, origins, start) -> None:
     """The mirror check (:func:`~pcreg.registration.mirror.mirror_check`): the source's
     mirror image searched by the step that made the best estimate, under its reading."""
@@ -276,8 +253,10 @@ def _mirror_check(pipe, verdict, src, ref, names, origins, start) -> None:
         plan = pipe.plan(image * scale, ref * scale, names, model=best.result.model)
         s, r, o = plan.clean(image * scale, ref * scale, origins * scale)
         step = best.stage
-        cap = _ransac_iterations(plan, best.result.object)
-        found = _attempt(pipe, plan, step, s, r, o, scale, start, light=True, ransac_iterations=cap)
+        cap = steps.ransac_iterations(plan, best.result.object)
+        found = steps.attempt(
+            pipe, plan, step, s, r, o, scale, start, light=True, ransac_iterations=cap
+        )
         return [c.features for c in found]
 
     mirror_check(verdict, mirror_fits)
@@ -298,8 +277,8 @@ def _strict(pipe, verdict, found, centre, diagonal, src, ref, names, origins, st
         plan = pipe.plan(src * scale, ref * scale, names, model=best.result.model)
         s, r, o = plan.clean(src * scale, ref * scale, origins * scale)
         step = "classical" if other == "fpfh-ransac" else "learned"
-        cap = _ransac_iterations(plan, best.result.object)
-        found = _attempt(pipe, plan, step, s, r, o, scale, start, ransac_iterations=cap)
+        cap = steps.ransac_iterations(plan, best.result.object)
+        found = steps.attempt(pipe, plan, step, s, r, o, scale, start, ransac_iterations=cap)
         pool = [c for c in found if c.path == other]
         model = load_verdict_model("auto")
         for c in pool:
@@ -418,159 +397,3 @@ def _by_sampling(
             skipped += deferred
         return
     yield from deferred
-
-
-def _attempt(
-    pipe: Registration,
-    plan: _Plan,
-    step: str,
-    src: np.ndarray,
-    ref: np.ndarray,
-    origins: np.ndarray,
-    scale: float,
-    start: float,
-    light: bool = False,
-    ransac_iterations: int = 100_000,
-) -> list[Candidate]:
-    """One step of the module doc on the scaled, cleaned pair: its finished estimates as
-    candidates, in the user's frame (none: the step does not apply). ``light``: only the fit
-    is wanted (the mirror check): no symmetry probe, ICP capped at
-    :data:`MIRROR_ICP_ITERATIONS`. ``ransac_iterations``: FPFH + RANSAC's cap
-    (:func:`_ransac_iterations`)."""
-    finish = pipe._finish
-    if light:
-        finish = partial(pipe._finish, probe=False, icp_iterations=MIRROR_ICP_ITERATIONS)
-    from pcreg.registration.finish import refine
-    from pcreg.registration.verdict import Candidate, candidate_features, hypothesis_margin
-
-    if step.startswith("learned"):  # the network under its orientation search
-        t0 = time.perf_counter()
-        # on objects only where a hypothesis source applies (a small Manhattan room)
-        found = pipe.search_for(plan.loaded)(
-            *plan.for_network(src, ref), as_given=step == "learned"
-        )
-        if found is None:
-            return []
-        margin = hypothesis_margin(found, src, ref)
-        result = pipe._learned(plan, found.prediction, found.hypothesis)
-        result.timings["register"] = time.perf_counter() - t0
-        result.method_used = "geotransformer"
-        result = finish(result, plan, src, ref, start, origins, scale)
-        cand = Candidate(result, candidate_features(result, margin, fpfh=False))
-        if found.mirror is not None:
-            cand.mirror = partial(_mirror_features, pipe, plan, found.mirror, src, ref, origins,
-                                  scale, start)  # fmt: skip
-        return [cand]
-    t0 = time.perf_counter()
-    coarse = step == "classical, coarser"  # other features: 1.5x the voxel for FPFH
-    classical = pipe._classical(
-        replace(plan, voxel=plan.voxel * 1.5) if coarse else plan,
-        src,
-        ref,
-        plan.setting.classical_queries,
-        ransac_iterations,
-    )
-    classical.voxel_size = plan.voxel
-    classical.timings["register"] = time.perf_counter() - t0
-    classical.method_used = "fpfh-ransac"
-    pose = classical.transform.copy()
-    net = None  # the network's prediction from FPFH's pose: its correspondences judge both
-    icp_done, icp_seconds = None, 0.0  # ICP of FPFH's pose, where it ran beside the network
-    if len(classical.src_corr_points) >= 3:
-        cut = plan.for_network(src, ref)
-        knows = getattr(plan.loaded.network, "knows", None)
-        beside = None  # only where the pass will run the source's half alone, on one core
-        if pipe.icp and not light and knows is not None and knows(cut[1]):
-            beside = partial(refine, pose, plan, src, ref)
-        (net, net_time), (icp_done, icp_seconds) = _beside(
-            partial(_from_pose, plan, cut, pose), beside
-        )
-    out = []
-    support = None if net is None else (net.src_corr_points, net.ref_corr_points, net.corr_scores)
-    finished = finish(classical, plan, src, ref, start, origins, scale, support=support,
-                      refined=icp_done, refined_seconds=icp_seconds)  # fmt: skip
-    out.append(Candidate(finished, candidate_features(finished, 0.0, fpfh=True, alone=True)))
-    if net is not None:
-        from_pose = pipe._learned(plan, net, "fpfh-ransac")
-        from_pose.timings["register"] = net_time
-        from_pose.method_used = "fpfh-ransac+geotransformer"
-        from_pose = finish(from_pose, plan, src, ref, start, origins, scale)
-        out.append(Candidate(from_pose, candidate_features(from_pose, 0.0, fpfh=True)))
-    if step != "classical":  # objects: the network must confirm FPFH's pose (none: nothing)
-        out = out[1:]
-    return out
-
-
-def _ransac_iterations(plan: _Plan, obj: bool) -> int:
-    """FPFH + RANSAC's iteration cap for a step under this reading:
-    :data:`ROOM_RANSAC_ITERATIONS` for a room (the ``indoor`` setting, not read as an object),
-    Open3D's 100,000 for objects and streets."""
-    return ROOM_RANSAC_ITERATIONS if plan.setting.name == "indoor" and not obj else 100_000
-
-
-def _beside(
-    first: Callable[[], T], second: Callable[[], U] | None
-) -> tuple[tuple[T, float], tuple[U | None, float]]:
-    """``first()``, and ``second()`` beside it on a worker thread where two cores are free
-    (:func:`~pcreg.engine.threads.current_threads`), else after it; ``second`` runs in this
-    registration's context (its memo, :mod:`pcreg.registration.memo`), and every BLAS stays
-    at one thread meanwhile (the network's steps set that limit process-wide as they enter
-    and leave). Returns ``(value, seconds)`` of each (``(None, 0.0)`` without ``second``).
-
-    The network's pass from FPFH + RANSAC's pose and the ICP of that pose are independent.
-    The caller pairs them only where the pass runs the source's half alone (its reference's
-    half was the first pass's: :meth:`~pcreg.registration.onnx_network.OnnxRegistrar.knows`),
-    on one core: on two KITTI highway scans the pass takes about 0.9 s and ICP 0.6 s of the
-    other (a wrong pose slides for all 100 steps)."""
-    from concurrent.futures import ThreadPoolExecutor
-    from contextvars import copy_context
-
-    from threadpoolctl import threadpool_limits
-
-    from pcreg.engine.threads import current_threads
-
-    def timed(func: Callable[[], T]) -> tuple[T, float]:
-        t0 = time.perf_counter()
-        out = func()
-        return out, time.perf_counter() - t0
-
-    if second is None:
-        return timed(first), (None, 0.0)
-    if current_threads() < 2:
-        return timed(first), timed(second)
-    with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(1) as pool:
-        later = pool.submit(copy_context().run, timed, second)
-        return timed(first), later.result()
-
-
-def _mirror_features(pipe, plan, mirror, src, ref, origins, scale, start) -> list[dict[str, float]]:
-    """The measurements of the network's estimate for the mirror image of ``src`` onto
-    ``ref`` (``mirror``: the search's :attr:`~pcreg.registration.search.SearchResult.mirror`,
-    run on the :data:`MIRROR_HYPOTHESES` best-ranked hypotheses), polished by ICP and
-    verified like any estimate, without the symmetry probe; none where the search's ranking
-    screened the mirror image out (:data:`~pcreg.registration.mirror.MIRROR_RANK_RATIO`)."""
-    from pcreg.registration.mirror import mirrored
-    from pcreg.registration.verdict import candidate_features
-
-    found = mirror(MIRROR_HYPOTHESES)
-    if found is None:  # the ranking screened it out (pcreg.registration.mirror)
-        return []
-    result = pipe._learned(plan, found, "mirror")
-    result.method_used = "geotransformer"
-    result = pipe._finish(result, plan, mirrored(src), ref, start, origins, scale, probe=False,
-                          icp_iterations=MIRROR_ICP_ITERATIONS)  # fmt: skip
-    return [candidate_features(result, 0.0, fpfh=False)]
-
-
-def _from_pose(plan: _Plan, cut: tuple[np.ndarray, np.ndarray], pose: np.ndarray):
-    """The network's prediction for the pair ``cut`` (what the network is given of it:
-    :meth:`~pcreg.registration.pipeline._Plan.for_network`), run on the source moved by
-    ``pose`` (4, 4): its transform composed with the pose, its source points moved back."""
-    from pcreg.registration.prediction import Prediction
-
-    src, ref = cut  # cut about the source's own centre, then moved
-    moved = src @ pose[:3, :3].T + pose[:3, 3]
-    pred = plan.loaded.network(moved, ref)
-    back = (pred.src_corr_points - pose[:3, 3]) @ pose[:3, :3]
-    return Prediction(pred.transform @ pose, back, pred.ref_corr_points, pred.corr_scores,
-                      pred.time_s)  # fmt: skip

@@ -57,8 +57,8 @@ def test_auto_caps_the_matched_points_outdoors_and_fpfh_ransac_alone_does_not(
 
     import pcreg.baselines
     from pcreg.api import pipeline
-    from pcreg.registration.auto import _attempt
     from pcreg.registration.result import SETTINGS
+    from pcreg.registration.steps import attempt
 
     asked = []
     real = pcreg.baselines.fpfh_ransac
@@ -80,5 +80,5 @@ def test_auto_caps_the_matched_points_outdoors_and_fpfh_ransac_alone_does_not(
         assert plan.setting.name == ("indoor" if want is None else "outdoor")
         s, r, o = plan.clean(src * scale, ref * scale, np.zeros((2, 3)))
         asked.clear()
-        found = _attempt(pipe, plan, "classical", s, r, o, 1.0, time.perf_counter())
+        found = attempt(pipe, plan, "classical", s, r, o, 1.0, time.perf_counter())
         assert asked == [want] and found

@@ -150,11 +150,11 @@ def test_a_rooms_classical_step_caps_ransac_and_an_objects_does_not(
     room_pair, tiny_checkpoint, monkeypatch
 ):
     """RANSAC runs to its cap where a pair has no rigid answer: a room's ``classical`` step
-    caps it at :data:`~pcreg.registration.auto.ROOM_RANSAC_ITERATIONS` (a mirrored 3DMatch
+    caps it at :data:`~pcreg.registration.steps.ROOM_RANSAC_ITERATIONS` (a mirrored 3DMatch
     fragment spent 2.5 s in RANSAC at 100,000, 0.59 s at 20,000), an object's steps keep
     100,000 (at 20,000 the zero-shot bunny and dragon draws lost 6 of 167 successes)."""
     import pcreg.baselines as baselines
-    from pcreg.registration.auto import ROOM_RANSAC_ITERATIONS
+    from pcreg.registration.steps import ROOM_RANSAC_ITERATIONS
 
     asked: list[int] = []
     real = baselines.fpfh_ransac
@@ -182,10 +182,10 @@ def test_the_ransac_cap_follows_the_reading_in_every_step(setting, obj, cap):
     ``--strict``'s): an object is read under the ``indoor`` setting and keeps 100,000."""
     from types import SimpleNamespace
 
-    from pcreg.registration.auto import _ransac_iterations
+    from pcreg.registration.steps import ransac_iterations
 
     plan = SimpleNamespace(setting=SimpleNamespace(name=setting))
-    assert _ransac_iterations(plan, obj) == cap
+    assert ransac_iterations(plan, obj) == cap
 
 
 @pytest.mark.parametrize("threads", [1, 2])
@@ -197,8 +197,8 @@ def test_fpfhs_icp_runs_beside_the_networks_pass_from_its_pose(monkeypatch, thre
     import threading
 
     import pcreg.engine.threads as engine_threads
-    from pcreg.registration.auto import _beside
     from pcreg.registration.memo import once_per_registration, recalled, remembered
+    from pcreg.registration.steps import beside
 
     monkeypatch.setattr(engine_threads, "current_threads", lambda: threads)
     seen = {}
@@ -221,7 +221,7 @@ def test_fpfhs_icp_runs_beside_the_networks_pass_from_its_pose(monkeypatch, thre
         return remembered("clouds", lambda: "voxelised")
 
     with once_per_registration():
-        (value, first_s), (other, second_s) = _beside(network, icp)
+        (value, first_s), (other, second_s) = beside(network, icp)
         assert recalled("clouds") == "voxelised"  # the worker wrote this registration's memo
     assert (value, other) == ("prediction", "voxelised") and first_s >= 0 and second_s >= 0
     assert seen["network"] == threading.get_ident()
@@ -230,8 +230,8 @@ def test_fpfhs_icp_runs_beside_the_networks_pass_from_its_pose(monkeypatch, thre
     else:
         assert seen["icp"] != threading.get_ident() and seen["order"] == "during"
         assert seen["blas"] <= {1}
-    (value, _), beside = _beside(network, None)
-    assert value == "prediction" and beside == (None, 0.0)
+    (value, _), nothing = beside(network, None)
+    assert value == "prediction" and nothing == (None, 0.0)
 
 
 @pytest.mark.data
@@ -315,7 +315,7 @@ def test_strict_exit_code(capsys, tmp_path, room_pair, monkeypatch):
     """``--strict`` on a pair whose classical estimate disagrees: exit 3, nothing written."""
     from pcreg.cli import main
     from pcreg.io import write_points
-    from pcreg.registration import auto
+    from pcreg.registration import steps
 
     src, ref, _ = room_pair
     write_points(tmp_path / "src.ply", src)
@@ -324,7 +324,7 @@ def test_strict_exit_code(capsys, tmp_path, room_pair, monkeypatch):
     assert main([*argv, "--strict"]) == 0  # both paths agree on the room
     capsys.readouterr()
 
-    real_attempt = auto._attempt
+    real_attempt = steps.attempt
 
     def turned_classical(pipe, plan, step, *args, **kwargs):
         found = real_attempt(pipe, plan, step, *args, **kwargs)
@@ -335,7 +335,7 @@ def test_strict_exit_code(capsys, tmp_path, room_pair, monkeypatch):
                 cand.result.transform = turn @ cand.result.transform
         return found
 
-    monkeypatch.setattr(auto, "_attempt", turned_classical)
+    monkeypatch.setattr(steps, "attempt", turned_classical)
     out = tmp_path / "T.txt"
     assert main([*argv, "--out", str(out)]) == 0  # without --strict: the network's answer
     out.unlink()
