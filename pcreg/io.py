@@ -177,6 +177,8 @@ class ReadInfo:
 def _check_suffix(path: Path, formats: tuple[str, ...], what: str) -> str:
     """The lower-case extension of ``path``; UnknownFormatError unless it is in ``formats``."""
     suffix = path.suffix.lower()
+    if suffix not in formats and path.is_dir():
+        raise UnknownFormatError(path, f"is a directory, not a {what} file")
     if suffix not in formats:
         raise UnknownFormatError(
             path,
@@ -213,11 +215,18 @@ def xyz_columns(points: np.ndarray, source: PathLike = "points") -> np.ndarray:
     with a note at INFO.
 
     Raises:
-        ShapeError: not 2-D, or fewer than 3 columns.
+        ShapeError: not 2-D, fewer than 3 columns, or at most 4 rows of over 16 columns (the
+            coordinates as rows: a transposed array).
     """
     arr = np.asarray(points)
     if arr.ndim != 2 or arr.shape[1] < 3:
         raise ShapeError(source, f"expected an (N, 3) array of points, got shape {arr.shape}")
+    if arr.shape[0] <= 4 and arr.shape[1] > 16:  # x, y, z (and intensity) as rows
+        raise ShapeError(
+            source,
+            f"expected an (N, 3) array of points, got shape {arr.shape}: transposed? "
+            "(points are rows; pass the array's .T)",
+        )
     if arr.shape[1] == 3:
         return arr
     logger.info(
@@ -267,8 +276,7 @@ def _validate(
         raise ShapeError(source, f"cannot be converted to an array ({exc})") from exc
     if arr.dtype.kind not in "fiu":
         raise ShapeError(source, f"expected numeric coordinates, got dtype {arr.dtype}")
-    if arr.ndim != 2 or arr.shape[1] < 3:
-        raise ShapeError(source, f"expected an (N, 3) array of points, got shape {arr.shape}")
+    arr = xyz_columns(arr, source)  # 2-D, 3 columns or more, not transposed
     if arr.shape[0] == 0:
         raise EmptyCloudError(source, "point cloud is empty (0 points)")
     with np.errstate(over="ignore"):  # a long double beyond 1.8e308 becomes inf: reported

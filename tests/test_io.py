@@ -66,6 +66,20 @@ def test_read_text_formats(tmp_path, cloud):
         np.testing.assert_allclose(io.read_points(tmp_path / name), cloud, rtol=1e-6)
 
 
+def test_read_text_trailing_comments_bom_and_line_numbers(tmp_path, cloud):
+    """A ``#`` after the values is a comment, on the first row too (it was taken for a header
+    and the point dropped); a byte-order mark is not a value; errors name the file's line."""
+    rows = [" ".join(map(str, p)) for p in cloud.tolist()]
+    text = "\n".join(f"{r}  # point {i}" if i % 3 == 0 else r for i, r in enumerate(rows))
+    (tmp_path / "c.txt").write_text(text)
+    np.testing.assert_allclose(io.read_points(tmp_path / "c.txt"), cloud, rtol=1e-6)
+    (tmp_path / "b.csv").write_bytes(b"\xef\xbb\xbf" + "\n".join(rows).encode())
+    np.testing.assert_allclose(io.read_points(tmp_path / "b.csv"), cloud, rtol=1e-6)
+    (tmp_path / "bad.txt").write_text("# head\n\n1 2 3\n4 5 6\n7 x 9\n")
+    with pytest.raises(CorruptFileError, match="line 5: non-numeric"):
+        io.read_points(tmp_path / "bad.txt")
+
+
 def test_read_kitti_bin_npz_pcd_las(tmp_path, cloud):
     xyzi = np.hstack([cloud, np.ones((len(cloud), 1), np.float32)])
     xyzi.tofile(tmp_path / "scan.bin")
@@ -110,6 +124,10 @@ def test_missing_file(tmp_path):
     d.mkdir()
     with raises_naming(MissingFileError, d):
         io.read_points(d)
+    bare = tmp_path / "scans"  # a directory without a cloud's extension: says so
+    bare.mkdir()
+    with pytest.raises(UnknownFormatError, match="is a directory, not a point cloud file"):
+        io.read_points(bare)
 
 
 def test_unknown_extension(tmp_path):
@@ -182,6 +200,10 @@ def test_wrong_shape(tmp_path):
     for name in ("flat.npy", "two.npy", "keys.npz", "str.npy"):
         with raises_naming(ShapeError, tmp_path / name):
             io.read_points(tmp_path / name)
+    # x, y, z as rows: said so, not "too few points: 3 given" later
+    np.save(tmp_path / "rows.npy", np.zeros((3, 500), np.float32))
+    with pytest.raises(ShapeError, match=r"got shape \(3, 500\): transposed"):
+        io.read_points(tmp_path / "rows.npy")
 
 
 def test_transform_roundtrip_all_formats(tmp_path, gen):

@@ -52,14 +52,16 @@ def read_kitti_bin(path: Path) -> np.ndarray:
 
 
 def read_text(path: Path) -> np.ndarray:
-    """``.xyz`` / ``.txt`` / ``.csv`` rows (commas or whitespace; ``#`` comments; one header
-    line allowed) as ``(N, C) float64``."""
+    """``.xyz`` / ``.txt`` / ``.csv`` rows (commas or whitespace; ``#`` comments, whole lines
+    or after the values; a UTF-8 byte-order mark; one header line allowed) as
+    ``(N, C) float64``. Errors name the line of the file."""
     try:
-        with open(path, encoding="utf-8") as handle:
-            lines = [ln for ln in handle if ln.strip() and not ln.lstrip().startswith("#")]
+        with open(path, encoding="utf-8-sig") as handle:
+            numbered = [(i, text) for i, line in enumerate(handle, start=1)
+                        if (text := line.partition("#")[0].strip())]  # fmt: skip
     except UnicodeDecodeError as exc:
         raise CorruptFileError(path, "not a text file (invalid UTF-8)") from exc
-    if not lines:
+    if not numbered:
         raise EmptyCloudError(path, "point cloud is empty (no data lines)")
 
     def parse(line: str, lineno: int) -> list[float]:
@@ -71,10 +73,10 @@ def read_text(path: Path) -> np.ndarray:
 
     start = 0
     try:
-        parse(lines[0], 1)
+        parse(numbered[0][1], numbered[0][0])
     except CorruptFileError:
         start = 1  # one header line (column names) is allowed
-    rows = [parse(line, i + 1) for i, line in enumerate(lines[start:], start=start)]
+    rows = [parse(line, lineno) for lineno, line in numbered[start:]]
     if not rows:
         raise EmptyCloudError(path, "point cloud is empty (only a header line)")
     widths = {len(r) for r in rows}
