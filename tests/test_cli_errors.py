@@ -121,3 +121,18 @@ def test_view_warns_about_mixed_units(tmp_path, rng, caplog):
     )
     assert any("scales differ" in r.getMessage() for r in caplog.records)
     assert png.exists()
+
+
+@pytest.mark.parametrize(
+    ("flag", "name", "kind"), [("--render", "pic.jpg", "PNG"), ("--report", "rep.txt", "HTML")]
+)
+def test_a_picture_or_page_named_for_another_format_is_refused(tmp_path, clouds, capsys,
+                                                               flag, name, kind):  # fmt: skip
+    """``--render pic.jpg`` wrote PNG bytes into pic.jpg, ``--report rep.txt`` HTML into a
+    .txt: an argument error now, before any work, and nothing written."""
+    src, ref = clouds
+    with pytest.raises(SystemExit) as exit_:
+        main(["register", str(src), str(ref), flag, str(tmp_path / name)])
+    assert exit_.value.code == 2
+    assert f"writes {kind}" in capsys.readouterr().err
+    assert not (tmp_path / name).exists()

@@ -19,6 +19,8 @@ __all__ = [
     "add_method_arguments",
     "check_outputs",
     "nan_policy",
+    "page_path",
+    "picture_path",
     "read_options",
     "write_json",
 ]
@@ -174,11 +176,31 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def picture_path(text: str) -> Path:
+    """``--render``'s argument: a ``.png`` path (the pictures are PNG; another extension
+    would hold PNG bytes under a name that says otherwise)."""
+    return _suffixed(text, (".png",), "PNG")
+
+
+def page_path(text: str) -> Path:
+    """``--report``'s argument: an ``.html`` or ``.htm`` path."""
+    return _suffixed(text, (".html", ".htm"), "HTML")
+
+
+def _suffixed(text: str, suffixes: tuple[str, ...], kind: str) -> Path:
+    path = Path(text)
+    if path.suffix.lower() not in suffixes:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: writes {kind}; name a {' or '.join(suffixes)} file"
+        )
+    return path
+
+
 def add_report_arguments(cmd: argparse.ArgumentParser, help_text: str) -> None:
     """``--report HTML`` and ``--report-points N`` (points drawn per cloud)."""
     from pcreg.viz.style import REPORT_POINTS
 
-    cmd.add_argument("--report", type=Path, metavar="HTML", help=help_text)
+    cmd.add_argument("--report", type=page_path, metavar="HTML", help=help_text)
     cmd.add_argument(
         "--report-points", type=_positive_int, metavar="N", default=REPORT_POINTS,
         help=f"points drawn per cloud in the report, thinned on a grid beyond (default "

@@ -8,7 +8,12 @@ import logging
 import sys
 from pathlib import Path
 
-from pcreg.commands._common import add_method_arguments, check_outputs, nan_policy
+from pcreg.commands._common import (
+    add_method_arguments,
+    check_outputs,
+    nan_policy,
+    picture_path,
+)
 
 __all__ = ["add_parser", "run"]
 
@@ -62,7 +67,7 @@ def add_parser(sub) -> None:
         help="poses file, and its frame in OUT.json beside it (the poses are printed either way)",
     )  # fmt: skip
     cmd.add_argument(
-        "--render", type=Path, metavar="PNG", help="top-down trajectory over the merged map"
+        "--render", type=picture_path, metavar="PNG", help="top-down trajectory over the merged map"
     )
     cmd.add_argument("--json", action="store_true", help="one JSON object on stdout")
     cmd.add_argument(

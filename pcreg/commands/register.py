@@ -14,6 +14,7 @@ from pcreg.commands._common import (
     add_method_arguments,
     add_report_arguments,
     check_outputs,
+    picture_path,
     read_options,
 )
 
@@ -46,9 +47,8 @@ def add_parser(sub) -> None:
     add_report_arguments(
         cmd, "interactive page of the result: one self-contained file that opens offline"
     )
-    cmd.add_argument(
-        "--render", type=Path, metavar="PNG", help="before/after picture with correspondences"
-    )
+    cmd.add_argument("--render", type=picture_path, metavar="PNG",
+                     help="before/after picture with correspondences")  # fmt: skip
     cmd.add_argument("--show", action="store_true", help="open the interactive Open3D window")
     cmd.add_argument(
         "--strict",

@@ -163,14 +163,14 @@ def run_detr_predict(argv: list[str]) -> int:
     object per image), and optionally a picture of them."""
     import argparse
 
-    from pcreg.commands._common import check_outputs
+    from pcreg.commands._common import check_outputs, picture_path
     from pcreg.engine.detection_predict import Detector, load_detector
     from pcreg.errors import InputError, MissingFileError
 
     parser = argparse.ArgumentParser(prog="pcreg detr predict")
     parser.add_argument("images", nargs="+", type=Path)
     parser.add_argument(
-        "--render", type=Path, metavar="PNG",
+        "--render", type=picture_path, metavar="PNG",
         help=f"picture of the detections (the first {MAX_RENDERED} images)",
     )  # fmt: skip
     parser.add_argument("--checkpoint", type=Path, default=None, help="default: the shipped one")

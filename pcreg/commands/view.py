@@ -13,6 +13,7 @@ from pcreg.commands._common import (
     add_report_arguments,
     check_outputs,
     nan_policy,
+    picture_path,
 )
 
 __all__ = ["add_parser", "run"]
@@ -25,7 +26,8 @@ def add_parser(sub) -> None:
     cmd.add_argument("src", type=Path)
     cmd.add_argument("ref", type=Path)
     cmd.add_argument("--transform", type=Path, help="T_ref_src (4x4 text/.npy); default identity")
-    cmd.add_argument("--render", type=Path, metavar="PNG", help="write a picture, no window")
+    cmd.add_argument("--render", type=picture_path, metavar="PNG",
+                     help="write a picture, no window")  # fmt: skip
     add_report_arguments(
         cmd, "write an interactive page (one self-contained file, opens offline), no window"
     )
