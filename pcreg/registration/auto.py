@@ -40,7 +40,7 @@ import numpy as np
 
 from pcreg.errors import InputError
 from pcreg.registration import steps
-from pcreg.registration.checks import cloud_extent
+from pcreg.registration.checks import check_pair, cloud_extent
 from pcreg.registration.result import RegistrationResult
 from pcreg.registration.scale import OBJECT_EXTENT, Reading, reading_for, readings
 
@@ -169,7 +169,7 @@ def _register_scene(
             plan = pipe.plan(src * scale, ref * scale, names, model=reading.model or None)
         except InputError as err:
             logger.info("units read as %s: %s", reading.units, err)
-            errors.append(err)
+            errors.append(_in_given_units(err, src, ref, names, scale))
             tried.append({"units": reading.units, "object": reading.object, "scale": scale,
                           "refused": str(err)})  # fmt: skip
             continue
@@ -239,6 +239,22 @@ def _register_scene(
     result.readings = tried
     result.timings["total"] = time.perf_counter() - start  # the checks after the estimate too
     return result
+
+
+def _in_given_units(
+    err: InputError, src: np.ndarray, ref: np.ndarray, names: tuple[str, str], scale: float
+) -> InputError:
+    """A reading's refusal of the pair (clouds multiplied by ``scale``) with its numbers in
+    the units the clouds were given in, where the same checks refuse them unscaled (the
+    scales' ratio does not depend on the reading: a cloud in metres against one in
+    millimetres was said to span 0.00395 and 4.02 under the millimetre reading)."""
+    if scale == 1.0:
+        return err
+    try:
+        check_pair(src, ref, names)
+    except InputError as plain:
+        return plain
+    return err
 
 
 def _mirror_check(pipe, verdict, src, ref, names, origins, start) -> None:

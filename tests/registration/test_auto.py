@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -476,3 +477,18 @@ def test_a_dense_object_is_read_at_4_m_and_a_room_scaled_down_as_the_room(monkey
     metres = Reading("metres", "indoor", 1.0)
     list(_by_sampling([*kept, metres], room, room, seen))
     assert len(counted) == 2  # metres only
+
+
+def test_a_pair_in_two_units_is_refused_with_the_sizes_as_given(rng):
+    """A cloud in metres against one in millimetres: refused (1000x, beyond an object in a
+    scene) with both sizes in the units the clouds came in, not as one reading scaled them
+    (0.00395 and 4.02 for the 3DMatch demo pair under the millimetre reading)."""
+    import pcreg
+    from pcreg.errors import InputError
+
+    room = rng.uniform(0.0, 3.0, (4000, 3))
+    other = rng.uniform(0.0, 3.0, (4000, 3)) * 1000.0
+    with pytest.raises(InputError, match="scales differ") as err:
+        pcreg.register(room, other)
+    spans = [float(v) for v in re.findall(r"span ([\d.e+]+) and ([\d.e+]+)", str(err.value))[0]]
+    assert 4.0 < spans[0] < 6.0 and 4000.0 < spans[1] < 6000.0, str(err.value)
