@@ -14,7 +14,12 @@ import numpy as np
 
 from pcreg.baselines.icp import downsample_with_normals, icp_refine
 
-__all__ = ["ClassicalResult", "fpfh_ransac"]
+__all__ = [
+    "SLOW_ITERATION_S",
+    "ClassicalResult",
+    "fpfh_ransac",
+    "ransac_iterations",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -62,6 +67,38 @@ def _prepare(points: np.ndarray, voxel_size: float, keep: int | None = None, see
     return down.select_by_index(idx), fpfh
 
 
+#: the timed run of :func:`ransac_iterations`
+PROBE_ITERATIONS = 1000
+#: an iteration this slow (seconds) pays for a validation nearly every time: every 3-point
+#: sample passes the checkers. Measured on the 2-core AMD EPYC, nothing else running: the
+#: Stanford bunny's mesh against its mirror image about 200 us per iteration; real pairs
+#: 2.5-3 us (3DMatch demo pair, KITTI 01 at 5,000 queries) and 10-29 us (the zero-shot
+#: benchmark's bunny range-scan pairs, which converge before 100,000 where they register).
+#: A run is capped only above this, so that a busy machine (each iteration 1.5-2x slower)
+#: does not cap a real pair.
+SLOW_ITERATION_S = 80e-6
+
+
+def ransac_iterations(ransac, max_iterations: int, budget_s: float) -> int:
+    """RANSAC's iteration cap for ``ransac(iterations)``: ``max_iterations``, unless a timed
+    run of :data:`PROBE_ITERATIONS` takes over :data:`SLOW_ITERATION_S` per iteration and the
+    whole run would exceed ``budget_s`` seconds; then the iterations that fit in it (at least
+    :data:`PROBE_ITERATIONS`). A run that converges early is timed short and keeps the cap.
+    The cap depends on the machine's speed only for such slow pairs, which have no consensus
+    to find (a mirror image, a slide)."""
+    if max_iterations <= PROBE_ITERATIONS:
+        return max_iterations
+    t0 = time.perf_counter()
+    ransac(PROBE_ITERATIONS)
+    each = (time.perf_counter() - t0) / PROBE_ITERATIONS
+    if each <= SLOW_ITERATION_S or each * max_iterations <= budget_s:
+        return max_iterations
+    fit = max(PROBE_ITERATIONS, int(budget_s / each))
+    logger.info("RANSAC: %.0f us per iteration, capped at %d iterations (%.1f s budget)",
+                each * 1e6, fit, budget_s)  # fmt: skip
+    return fit
+
+
 def fpfh_ransac(
     src_points: np.ndarray,
     ref_points: np.ndarray,
@@ -73,6 +110,7 @@ def fpfh_ransac(
     mutual_filter: bool = False,
     seed: int = 0,
     max_queries: int | None = None,
+    budget_s: float | None = None,
 ) -> ClassicalResult:
     """Register ``src_points (N, 3)`` onto ``ref_points (M, 3)`` (metres) with FPFH + RANSAC.
 
@@ -90,6 +128,16 @@ def fpfh_ransac(
             hardly matters: on two KITTI highway scans (34k and 29k points at 0.3 m) it took
             3.3 s at 100k iterations and 3.2 s at 1k, 0.6 s for 5k source points (2-core
             AMD EPYC, Open3D 0.20).
+        budget_s: RANSAC's iterations are capped so that they take about this many seconds
+            (None: ``max_iterations`` alone). A pair whose every 3-point sample passes the
+            checkers pays for a validation at each iteration: an object against its mirror
+            image (a triangle and its mirror image are congruent), a corridor or a floor
+            (every sample slides). The Stanford bunny's 1,889 mesh vertices against their
+            mirror image took 7.5 s at 100,000 iterations (about 200 us each), where real
+            pairs take 0.25-0.3 s for 100,000 (3DMatch demo pair, KITTI 01 at 5,000 queries).
+            :func:`ransac_iterations` times a short run first and lowers the cap only where
+            each iteration is that slow and the whole run would exceed the budget; any other
+            pair runs as without one.
     """
     import open3d as o3d
 
@@ -102,21 +150,37 @@ def fpfh_ransac(
     timings["features"] = time.perf_counter() - start
     dist = 1.5 * voxel_size
     start = time.perf_counter()
-    result = reg.registration_ransac_based_on_feature_matching(
-        src_down,
-        ref_down,
-        src_fpfh,
-        ref_fpfh,
-        mutual_filter,
-        dist,
-        reg.TransformationEstimationPointToPoint(False),
-        3,
-        [
-            reg.CorrespondenceCheckerBasedOnEdgeLength(0.9),
-            reg.CorrespondenceCheckerBasedOnDistance(dist),
-        ],
-        reg.RANSACConvergenceCriteria(max_iterations, confidence),
-    )
+    estimation = reg.TransformationEstimationPointToPoint(False)
+    checkers = [
+        reg.CorrespondenceCheckerBasedOnEdgeLength(0.9),
+        reg.CorrespondenceCheckerBasedOnDistance(dist),
+    ]
+    if mutual_filter:
+        result = reg.registration_ransac_based_on_feature_matching(
+            src_down, ref_down, src_fpfh, ref_fpfh, True, dist, estimation, 3, checkers,
+            reg.RANSACConvergenceCriteria(max_iterations, confidence),
+        )  # fmt: skip
+    else:
+        # Open3D's own matching (each source feature's nearest reference feature), done
+        # once so that the timed run shares it: the same answer as its feature-matching
+        # RANSAC, in the same time
+        corres = reg.correspondences_from_features(src_fpfh, ref_fpfh, False)
+
+        def ransac(iterations: int):
+            o3d.utility.random.seed(int(seed))
+            return reg.registration_ransac_based_on_correspondence(
+                src_down, ref_down, corres, dist, estimation, 3, checkers,
+                reg.RANSACConvergenceCriteria(iterations, confidence),
+            )  # fmt: skip
+
+        timings["matching"] = time.perf_counter() - start
+        start = time.perf_counter()
+        iterations = max_iterations
+        if budget_s is not None:
+            iterations = ransac_iterations(ransac, max_iterations, budget_s)
+            timings["ransac_probe"] = time.perf_counter() - start
+            start = time.perf_counter()
+        result = ransac(iterations)
     timings["ransac"] = time.perf_counter() - start
     corr = np.asarray(result.correspondence_set, dtype=np.int64).reshape(-1, 2)
     src_corr = np.asarray(src_down.points)[corr[:, 0]]

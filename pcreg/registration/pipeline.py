@@ -89,6 +89,11 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 METHODS = ("auto", "geotransformer", "fpfh-ransac")
+#: FPFH + RANSAC's time budget for its iterations (``fpfh_ransac``'s ``budget_s``) on a pair
+#: whose every sample passes RANSAC's checkers (an object against its mirror image): those
+#: run fewer iterations (:data:`pcreg.baselines.fpfh_ransac.SLOW_ITERATION_S`), every other
+#: pair its full count
+RANSAC_SECONDS = 1.0
 #: a network whose voxel is at least this (metres) works at street scale (the shipped
 #: ``outdoor`` model: 0.3 m; ``indoor``: 5 cm), for checkpoints that do not name their setting
 _OUTDOOR_NETWORK_VOXEL = 0.1
@@ -449,7 +454,7 @@ class Registration:
         fit_late()
 
         res = fpfh_ransac(src, ref, plan.voxel, max_queries=max_queries,
-                          max_iterations=max_iterations)  # fmt: skip
+                          max_iterations=max_iterations, budget_s=RANSAC_SECONDS)  # fmt: skip
         n = len(res.src_corr_points)
         return RegistrationResult(
             transform=res.transform,

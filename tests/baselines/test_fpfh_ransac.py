@@ -3,6 +3,8 @@ has in the whole cloud, and the capped search still finds the pose."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -82,3 +84,95 @@ def test_auto_caps_the_matched_points_outdoors_and_fpfh_ransac_alone_does_not(
         asked.clear()
         found = attempt(pipe, plan, "classical", s, r, o, 1.0, time.perf_counter())
         assert asked == [want] and found
+
+
+def _open3d_feature_matching(src, ref, voxel, iterations=100_000, seed=0):
+    """Open3D's own ``registration_ransac_based_on_feature_matching`` with fpfh_ransac's
+    settings: the reference for the matching done once in numpy."""
+    import open3d as o3d
+
+    reg = o3d.pipelines.registration
+    s, sf = _prepare(src, voxel)
+    r, rf = _prepare(ref, voxel)
+    dist = 1.5 * voxel
+    o3d.utility.random.seed(seed)
+    return reg.registration_ransac_based_on_feature_matching(
+        s, r, sf, rf, False, dist, reg.TransformationEstimationPointToPoint(False), 3,
+        [reg.CorrespondenceCheckerBasedOnEdgeLength(0.9),
+         reg.CorrespondenceCheckerBasedOnDistance(dist)],
+        reg.RANSACConvergenceCriteria(iterations, 0.999),
+    )  # fmt: skip
+
+
+def test_matching_once_gives_open3d_s_own_answer(room_pair):
+    """The features matched once (Open3D's ``correspondences_from_features``), then RANSAC
+    on those pairs: Open3D's feature-matching RANSAC to the bit (the same seed)."""
+    src, ref, _ = room_pair
+    src, ref = src.astype(np.float64), ref.astype(np.float64)
+    ours = fpfh_ransac(src, ref, 0.05)
+    theirs = _open3d_feature_matching(src, ref, 0.05)
+    np.testing.assert_array_equal(ours.transform, np.asarray(theirs.transformation))
+    assert ours.fitness == theirs.fitness
+    # with a budget the pair runs as without one: its 100,000 iterations fit in it
+    budgeted = fpfh_ransac(src, ref, 0.05, budget_s=1.0)
+    np.testing.assert_array_equal(budgeted.transform, ours.transform)
+    assert "ransac_probe" in budgeted.timings and "ransac_probe" not in ours.timings
+
+
+def test_the_iteration_cap_follows_a_timed_run():
+    """``ransac_iterations``: the full cap unless the timed run's iterations are slow (every
+    sample validated) and the whole run would exceed the budget; then the iterations that
+    fit (a scripted RANSAC of known cost per iteration)."""
+    import time
+
+    from pcreg.baselines.fpfh_ransac import PROBE_ITERATIONS, ransac_iterations
+
+    def costing(seconds_each):
+        calls = []
+
+        def ransac(iterations):
+            calls.append(iterations)
+            time.sleep(iterations * seconds_each)
+
+        return ransac, calls
+
+    cheap, calls = costing(1e-6)  # 100,000 iterations: 0.1 s
+    assert ransac_iterations(cheap, 100_000, 1.0) == 100_000
+    assert calls == [PROBE_ITERATIONS]
+    # 40 us each (a real pair on a busy machine): 4 s in all, over the budget, not capped
+    busy, _ = costing(40e-6)
+    assert ransac_iterations(busy, 100_000, 1.0) == 100_000
+    dear, _ = costing(2e-4)  # a mirror image's 200 us: 20 s; 1 s holds about 5,000
+    capped = ransac_iterations(dear, 100_000, 1.0)
+    assert 2_500 <= capped <= 5_000
+    floor, _ = costing(1e-3)  # never under the timed run's own count
+    assert ransac_iterations(floor, 100_000, 0.01) == PROBE_ITERATIONS
+    small, calls = costing(1e-3)  # a cap under the timed run's count: nothing timed
+    assert ransac_iterations(small, 500, 0.01) == 500 and calls == []
+
+
+SHARED = Path(__file__).resolve().parents[3] / "shared"
+BUNNY = SHARED / "data/stanford_bunny_teaser/bun_zipper_res3.ply"
+
+
+@pytest.mark.skipif(not BUNNY.is_file(), reason="../shared/data: the Stanford bunny's mesh")
+def test_an_object_against_its_mirror_image_stays_in_the_budget():
+    """Every 3-point sample of an object against its mirror image passes RANSAC's checkers
+    (a triangle and its mirror image are congruent), so each iteration pays for a
+    validation: the bunny's 1,889 mesh vertices (read as an object, x17) took 7.5 s for
+    100,000 iterations. The budget caps the run."""
+    import time
+
+    import open3d as o3d
+
+    obj = np.asarray(o3d.io.read_triangle_mesh(str(BUNNY)).vertices, np.float64) * 17.18
+    mirror = obj * np.array([-1.0, 1.0, 1.0])
+    t0 = time.perf_counter()
+    res = fpfh_ransac(obj, mirror, 0.05, max_iterations=20_000)
+    unbounded = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    res = fpfh_ransac(obj, mirror, 0.05, budget_s=0.3)
+    took = time.perf_counter() - t0
+    # the pathology is there (20,000 iterations alone take over the budget) and bounded
+    assert unbounded > 0.6, unbounded
+    assert res.timings["ransac"] < 0.3 * 2 and took < unbounded, (res.timings, unbounded)
