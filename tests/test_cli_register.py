@@ -331,3 +331,18 @@ def test_python_result_carries_the_covariance_json_reports(capsys, pair_files):
     assert np.allclose(cov, np.asarray(record["covariance"], np.float64), rtol=1e-6)
     assert np.allclose(mine["information"], record["information"], rtol=1e-9)
     assert np.allclose(cov, cov.T) and np.linalg.eigvalsh(cov).min() > 0
+
+
+def test_a_refused_pairs_estimate_is_labelled_as_not_an_answer():
+    """The text summary of an unregistered pair printed its estimate under the same
+    ``T_ref_src =`` heading as an answer; a script reading stdout could take it for one."""
+    from pcreg.commands.register import format_result
+
+    record = {"registered": True, "method": "auto", "model": "indoor", "icp": True,
+              "transform": np.eye(4).tolist(), "num_correspondences": 12,
+              "time_s": 0.5}  # fmt: skip
+    lines = format_result(record).splitlines()
+    assert "T_ref_src =" in lines and not any("NOT registered" in ln for ln in lines)
+    refused = format_result({**record, "registered": False, "reason": "ambiguous"})
+    assert "\nT_ref_src =\n" not in refused
+    assert "best estimate, NOT registered (do not use): T_ref_src =" in refused

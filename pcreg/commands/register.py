@@ -93,7 +93,13 @@ def format_result(record: dict, auto: bool = False) -> str:
             if record.get("units", "metres") != "metres" or record.get("object")
             else ""
         ),
-        f"T_ref_src =\n{matrix}",
+        # a refused pair's estimate is labelled so that no script takes it for an answer
+        (
+            "T_ref_src ="
+            if record.get("registered", True)
+            else "best estimate, NOT registered (do not use): T_ref_src ="
+        )
+        + f"\n{matrix}",
         *_rival(record),
         f"{record['num_correspondences']} correspondences, {record['time_s']:.2f} s",
     ]
