@@ -18,9 +18,13 @@ system-deps:
 
 # torch goes first, pinned, in its own pip call: an unpinned torch would pull a CUDA build.
 $(STAMP): pyproject.toml
+	@echo "pcreg setup: first run on this machine, about 4 minutes (a virtualenv in $(VENV), torch $(TORCH_VERSION) for the CPU, pcreg and its dependencies, then the networks' ONNX export)"
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@echo "pcreg setup: [1/3] torch $(TORCH_VERSION) (CPU build)"
 	$(PIP) install -q "torch==$(TORCH_VERSION)"
+	@echo "pcreg setup: [2/3] pcreg and its dependencies"
 	$(PIP) install -q -e ".[dev]"
+	@echo "pcreg setup: [3/3] the shipped networks' ONNX export (about 45 s)"
 	@# the shipped networks' ONNX Runtime graphs (into ~/.cache/pcreg), so the first
 	@# `pcreg register` does not export them; without them pcreg exports on first use
 	@$(PY) tools/export_onnx.py || echo "pcreg setup: the ONNX export failed; the first registration will retry it"
