@@ -215,13 +215,13 @@ def xyz_columns(points: np.ndarray, source: PathLike = "points") -> np.ndarray:
     with a note at INFO.
 
     Raises:
-        ShapeError: not 2-D, fewer than 3 columns, or at most 4 rows of over 16 columns (the
+        ShapeError: not 2-D, fewer than 3 columns, or 1-4 rows of over 16 columns (the
             coordinates as rows: a transposed array).
     """
     arr = np.asarray(points)
     if arr.ndim != 2 or arr.shape[1] < 3:
         raise ShapeError(source, f"expected an (N, 3) array of points, got shape {arr.shape}")
-    if arr.shape[0] <= 4 and arr.shape[1] > 16:  # x, y, z (and intensity) as rows
+    if 0 < arr.shape[0] <= 4 and arr.shape[1] > 16:  # x, y, z (and intensity) as rows
         raise ShapeError(
             source,
             f"expected an (N, 3) array of points, got shape {arr.shape}: transposed? "

@@ -124,15 +124,24 @@ def test_view_warns_about_mixed_units(tmp_path, rng, caplog):
 
 
 @pytest.mark.parametrize(
-    ("flag", "name", "kind"), [("--render", "pic.jpg", "PNG"), ("--report", "rep.txt", "HTML")]
+    ("flag", "name", "kind"),
+    [("--render", "pic.jpg", "PNG"), ("--report", "rep.txt", "HTML"), ("--render", "", "PNG")],
 )
 def test_a_picture_or_page_named_for_another_format_is_refused(tmp_path, clouds, capsys,
                                                                flag, name, kind):  # fmt: skip
     """``--render pic.jpg`` wrote PNG bytes into pic.jpg, ``--report rep.txt`` HTML into a
-    .txt: an argument error now, before any work, and nothing written."""
+    .txt: refused before any work, in one line naming the file, exit 2, nothing written;
+    ``.PNG`` and ``.htm`` are the same formats."""
     src, ref = clouds
-    with pytest.raises(SystemExit) as exit_:
-        main(["register", str(src), str(ref), flag, str(tmp_path / name)])
-    assert exit_.value.code == 2
-    assert f"writes {kind}" in capsys.readouterr().err
-    assert not (tmp_path / name).exists()
+    path = tmp_path / (name or "picture")
+    assert main(["register", str(src), str(ref), flag, str(path)]) == 2
+    line = _one_error_line(capsys.readouterr().err)
+    assert str(path) in line and f"is written as {kind}" in line
+    assert not path.exists()
+
+
+def test_the_formats_own_suffixes_in_any_case_pass_the_check(tmp_path):
+    from pcreg.commands._common import check_kinds
+
+    check_kinds(pictures=[tmp_path / "a.PNG", None], pages=[tmp_path / "b.htm", None])
+    check_kinds(pictures=[tmp_path / "a.png"], pages=[tmp_path / "b.HTML"])

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -18,7 +19,7 @@ __all__ = [
     "SLOW_ITERATION_S",
     "ClassicalResult",
     "fpfh_ransac",
-    "ransac_iterations",
+    "iteration_cap",
 ]
 
 logger = logging.getLogger(__name__)
@@ -36,7 +37,8 @@ class ClassicalResult:
         fitness: fraction of downsampled source points with a reference point within the
             inlier distance after alignment.
         inlier_rmse: RMSE of those inliers, metres.
-        timings: seconds per stage (``downsample``, ``features``, ``ransac``, ``icp``).
+        timings: seconds per stage (``features``, ``matching``, ``ransac_probe`` with a
+            budget, ``ransac``, ``icp``).
     """
 
     transform: np.ndarray
@@ -67,7 +69,7 @@ def _prepare(points: np.ndarray, voxel_size: float, keep: int | None = None, see
     return down.select_by_index(idx), fpfh
 
 
-#: the timed run of :func:`ransac_iterations`
+#: the timed run of :func:`iteration_cap`
 PROBE_ITERATIONS = 1000
 #: an iteration this slow (seconds) pays for a validation nearly every time: every 3-point
 #: sample passes the checkers. Measured on the 2-core AMD EPYC, nothing else running: the
@@ -79,7 +81,7 @@ PROBE_ITERATIONS = 1000
 SLOW_ITERATION_S = 80e-6
 
 
-def ransac_iterations(ransac, max_iterations: int, budget_s: float) -> int:
+def iteration_cap(ransac: Callable[[int], object], max_iterations: int, budget_s: float) -> int:
     """RANSAC's iteration cap for ``ransac(iterations)``: ``max_iterations``, unless a timed
     run of :data:`PROBE_ITERATIONS` takes over :data:`SLOW_ITERATION_S` per iteration and the
     whole run would exceed ``budget_s`` seconds; then the iterations that fit in it (at least
@@ -129,13 +131,16 @@ def fpfh_ransac(
             3.3 s at 100k iterations and 3.2 s at 1k, 0.6 s for 5k source points (2-core
             AMD EPYC, Open3D 0.20).
         budget_s: RANSAC's iterations are capped so that they take about this many seconds
-            (None: ``max_iterations`` alone). A pair whose every 3-point sample passes the
+            after a timed run of :data:`PROBE_ITERATIONS` (None: ``max_iterations`` alone;
+            ignored with ``mutual_filter``, which Open3D matches itself). Where the cap
+            applies it depends on the machine's speed, so such a pair is reproducible per
+            ``seed`` only on one machine. A pair whose every 3-point sample passes the
             checkers pays for a validation at each iteration: an object against its mirror
             image (a triangle and its mirror image are congruent), a corridor or a floor
             (every sample slides). The Stanford bunny's 1,889 mesh vertices against their
             mirror image took 7.5 s at 100,000 iterations (about 200 us each), where real
             pairs take 0.25-0.3 s for 100,000 (3DMatch demo pair, KITTI 01 at 5,000 queries).
-            :func:`ransac_iterations` times a short run first and lowers the cap only where
+            :func:`iteration_cap` times a short run first and lowers the cap only where
             each iteration is that slow and the whole run would exceed the budget; any other
             pair runs as without one.
     """
@@ -177,7 +182,7 @@ def fpfh_ransac(
         start = time.perf_counter()
         iterations = max_iterations
         if budget_s is not None:
-            iterations = ransac_iterations(ransac, max_iterations, budget_s)
+            iterations = iteration_cap(ransac, max_iterations, budget_s)
             timings["ransac_probe"] = time.perf_counter() - start
             start = time.perf_counter()
         result = ransac(iterations)

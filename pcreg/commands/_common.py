@@ -17,10 +17,9 @@ from pcreg.errors import InputError
 __all__ = [
     "add_input_arguments",
     "add_method_arguments",
+    "check_kinds",
     "check_outputs",
     "nan_policy",
-    "page_path",
-    "picture_path",
     "read_options",
     "write_json",
 ]
@@ -176,31 +175,27 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def picture_path(text: str) -> Path:
-    """``--render``'s argument: a ``.png`` path (the pictures are PNG; another extension
-    would hold PNG bytes under a name that says otherwise)."""
-    return _suffixed(text, (".png",), "PNG")
+PICTURE_SUFFIXES = (".png",)
+PAGE_SUFFIXES = (".html", ".htm")
 
 
-def page_path(text: str) -> Path:
-    """``--report``'s argument: an ``.html`` or ``.htm`` path."""
-    return _suffixed(text, (".html", ".htm"), "HTML")
-
-
-def _suffixed(text: str, suffixes: tuple[str, ...], kind: str) -> Path:
-    path = Path(text)
-    if path.suffix.lower() not in suffixes:
-        raise argparse.ArgumentTypeError(
-            f"{text!r}: writes {kind}; name a {' or '.join(suffixes)} file"
-        )
-    return path
+def check_kinds(pictures: Sequence[Path | None] = (), pages: Sequence[Path | None] = ()) -> None:
+    """Refuse, before any work, a ``--render`` path not named ``.png`` or a ``--report`` path
+    not named ``.html`` / ``.htm`` (case aside): they are written as PNG and HTML whatever
+    their name, so ``pic.jpg`` received PNG bytes. Called after :func:`check_outputs`, whose
+    refusals (an input, a name given twice) say more."""
+    for paths, suffixes, kind in ((pictures, PICTURE_SUFFIXES, "PNG"),
+                                  (pages, PAGE_SUFFIXES, "HTML")):  # fmt: skip
+        for path in paths:
+            if path is not None and Path(path).suffix.lower() not in suffixes:
+                raise InputError(path, f"is written as {kind}: name a {' or '.join(suffixes)} file")
 
 
 def add_report_arguments(cmd: argparse.ArgumentParser, help_text: str) -> None:
     """``--report HTML`` and ``--report-points N`` (points drawn per cloud)."""
     from pcreg.viz.style import REPORT_POINTS
 
-    cmd.add_argument("--report", type=page_path, metavar="HTML", help=help_text)
+    cmd.add_argument("--report", type=Path, metavar="HTML", help=help_text)
     cmd.add_argument(
         "--report-points", type=_positive_int, metavar="N", default=REPORT_POINTS,
         help=f"points drawn per cloud in the report, thinned on a grid beyond (default "

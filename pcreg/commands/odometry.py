@@ -10,9 +10,9 @@ from pathlib import Path
 
 from pcreg.commands._common import (
     add_method_arguments,
+    check_kinds,
     check_outputs,
     nan_policy,
-    picture_path,
 )
 
 __all__ = ["add_parser", "run"]
@@ -67,7 +67,7 @@ def add_parser(sub) -> None:
         help="poses file, and its frame in OUT.json beside it (the poses are printed either way)",
     )  # fmt: skip
     cmd.add_argument(
-        "--render", type=picture_path, metavar="PNG", help="top-down trajectory over the merged map"
+        "--render", type=Path, metavar="PNG", help="top-down trajectory over the merged map"
     )
     cmd.add_argument("--json", action="store_true", help="one JSON object on stdout")
     cmd.add_argument(
@@ -109,6 +109,7 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--device", "odometry with --loop-closure registers on the CPU")
     sidecar = None if args.out is None else sidecar_path(args.out)
     check_outputs([args.out, sidecar, args.render], args.force)
+    check_kinds(pictures=[args.render])
     args.scans = scan_list(args.scans)
     calib = resolve_calib(args.frame, args.calib, args.scans)
     tr = None if calib is None else read_calib_tr(calib)  # a bad file fails before any work

@@ -13,8 +13,8 @@ import numpy as np
 from pcreg.commands._common import (
     add_method_arguments,
     add_report_arguments,
+    check_kinds,
     check_outputs,
-    picture_path,
     read_options,
 )
 
@@ -47,7 +47,7 @@ def add_parser(sub) -> None:
     add_report_arguments(
         cmd, "interactive page of the result: one self-contained file that opens offline"
     )
-    cmd.add_argument("--render", type=picture_path, metavar="PNG",
+    cmd.add_argument("--render", type=Path, metavar="PNG",
                      help="before/after picture with correspondences")  # fmt: skip
     cmd.add_argument("--show", action="store_true", help="open the interactive Open3D window")
     cmd.add_argument(
@@ -127,6 +127,7 @@ def run(args: argparse.Namespace) -> int:
     model_file = args.model if args.model and Path(args.model).is_file() else None
     check_outputs([args.out, args.render, args.report], args.force,
                   inputs=[args.src, args.ref, args.gt, model_file])  # fmt: skip
+    check_kinds(pictures=[args.render], pages=[args.report])
     if args.show:  # before the registration: a window that cannot open fails in milliseconds
         from pcreg.viz.interactive import check_display
 

@@ -163,14 +163,14 @@ def run_detr_predict(argv: list[str]) -> int:
     object per image), and optionally a picture of them."""
     import argparse
 
-    from pcreg.commands._common import check_outputs, picture_path
+    from pcreg.commands._common import check_kinds, check_outputs
     from pcreg.engine.detection_predict import Detector, load_detector
     from pcreg.errors import InputError, MissingFileError
 
     parser = argparse.ArgumentParser(prog="pcreg detr predict")
     parser.add_argument("images", nargs="+", type=Path)
     parser.add_argument(
-        "--render", type=picture_path, metavar="PNG",
+        "--render", type=Path, metavar="PNG",
         help=f"picture of the detections (the first {MAX_RENDERED} images)",
     )  # fmt: skip
     parser.add_argument("--checkpoint", type=Path, default=None, help="default: the shipped one")
@@ -181,6 +181,7 @@ def run_detr_predict(argv: list[str]) -> int:
     if not 0.0 <= opts.threshold <= 1.0:
         raise InputError("--threshold", f"must be in [0, 1], got {opts.threshold}")
     check_outputs([opts.render], opts.force)
+    check_kinds(pictures=[opts.render])
     for path in opts.images:  # every path checked before the model loads
         if not path.is_file():
             raise MissingFileError(path, "image not found")

@@ -11,9 +11,9 @@ import numpy as np
 from pcreg.commands._common import (
     add_input_arguments,
     add_report_arguments,
+    check_kinds,
     check_outputs,
     nan_policy,
-    picture_path,
 )
 
 __all__ = ["add_parser", "run"]
@@ -26,7 +26,7 @@ def add_parser(sub) -> None:
     cmd.add_argument("src", type=Path)
     cmd.add_argument("ref", type=Path)
     cmd.add_argument("--transform", type=Path, help="T_ref_src (4x4 text/.npy); default identity")
-    cmd.add_argument("--render", type=picture_path, metavar="PNG",
+    cmd.add_argument("--render", type=Path, metavar="PNG",
                      help="write a picture, no window")  # fmt: skip
     add_report_arguments(
         cmd, "write an interactive page (one self-contained file, opens offline), no window"
@@ -43,6 +43,7 @@ def run(args: argparse.Namespace) -> int:
 
     check_outputs([args.render, args.report], args.force,
                   inputs=[args.src, args.ref, args.transform])  # fmt: skip
+    check_kinds(pictures=[args.render], pages=[args.report])
     if args.render is None and args.report is None:  # the window: refused before any reading
         from pcreg.viz.interactive import check_display
 

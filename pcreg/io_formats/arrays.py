@@ -3,6 +3,7 @@ formats :func:`pcreg.io.read_points` reads without a header parser."""
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import numpy as np
@@ -54,15 +55,8 @@ def read_kitti_bin(path: Path) -> np.ndarray:
 def read_text(path: Path) -> np.ndarray:
     """``.xyz`` / ``.txt`` / ``.csv`` rows (commas or whitespace; ``#`` comments, whole lines
     or after the values; a UTF-8 byte-order mark; one header line allowed) as
-    ``(N, C) float64``. Errors name the line of the file."""
-    try:
-        with open(path, encoding="utf-8-sig") as handle:
-            numbered = [(i, text) for i, line in enumerate(handle, start=1)
-                        if (text := line.partition("#")[0].strip())]  # fmt: skip
-    except UnicodeDecodeError as exc:
-        raise CorruptFileError(path, "not a text file (invalid UTF-8)") from exc
-    if not numbered:
-        raise EmptyCloudError(path, "point cloud is empty (no data lines)")
+    ``(N, C) float64``. Rows are parsed as they are read (no list of the file's lines is
+    kept). Errors name the line of the file."""
 
     def parse(line: str, lineno: int) -> list[float]:
         # Commas and whitespace both separate values (.csv, .xyz and .txt alike).
@@ -71,12 +65,24 @@ def read_text(path: Path) -> np.ndarray:
         except ValueError as exc:
             raise CorruptFileError(path, f"line {lineno}: non-numeric value ({exc})") from exc
 
-    start = 0
+    rows: list[list[float]] = []
+    seen = False  # a data line (or the header) was read
     try:
-        parse(numbered[0][1], numbered[0][0])
-    except CorruptFileError:
-        start = 1  # one header line (column names) is allowed
-    rows = [parse(line, lineno) for lineno, line in numbered[start:]]
+        with open(path, encoding="utf-8-sig") as handle:
+            for lineno, line in enumerate(handle, start=1):
+                text = line.partition("#")[0].strip()
+                if not text:
+                    continue
+                if not seen:  # the first line may be a header (column names)
+                    seen = True
+                    with contextlib.suppress(CorruptFileError):  # the header: left out
+                        rows.append(parse(text, lineno))
+                    continue
+                rows.append(parse(text, lineno))
+    except UnicodeDecodeError as exc:
+        raise CorruptFileError(path, "not a text file (invalid UTF-8)") from exc
+    if not seen:
+        raise EmptyCloudError(path, "point cloud is empty (no data lines)")
     if not rows:
         raise EmptyCloudError(path, "point cloud is empty (only a header line)")
     widths = {len(r) for r in rows}
