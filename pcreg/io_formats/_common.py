@@ -1,4 +1,5 @@
-"""Helpers shared by the PLY and PCD parsers: bytes, headers, counts and ASCII rows."""
+"""Helpers shared by the readers: a path's format and existence; for the PLY and PCD parsers,
+bytes, headers, counts and ASCII rows."""
 
 from __future__ import annotations
 
@@ -7,9 +8,33 @@ from pathlib import Path
 
 import numpy as np
 
-from pcreg.errors import CorruptFileError
+from pcreg.errors import CorruptFileError, MissingFileError, UnknownFormatError
 
 _AXES = ("x", "y", "z")
+
+
+def check_suffix(path: Path, formats: tuple[str, ...], what: str) -> str:
+    """The lower-case extension of ``path``; UnknownFormatError unless it is in ``formats``."""
+    suffix = path.suffix.lower()
+    if suffix not in formats and path.is_dir():
+        raise UnknownFormatError(path, f"is a directory, not a {what} file")
+    if suffix not in formats:
+        raise UnknownFormatError(
+            path,
+            f"unknown {what} format {suffix or '(no extension)'!r}; expected one of "
+            + ", ".join(formats),
+        )
+    return suffix
+
+
+def check_file(path: Path, formats: tuple[str, ...], what: str) -> str:
+    """:func:`check_suffix`, then MissingFileError unless ``path`` is an existing regular file."""
+    suffix = check_suffix(path, formats, what)
+    if not path.exists():
+        raise MissingFileError(path, "file not found")
+    if not path.is_file():
+        raise MissingFileError(path, "is not a regular file")
+    return suffix
 
 
 def _one_line(text: object, limit: int = 200) -> str:
