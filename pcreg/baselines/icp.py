@@ -51,6 +51,12 @@ __all__ = ["CYCLE", "IcpResult", "downsample_with_normals", "icp_refine", "point
 #: before: the correspondences can settle into a cycle of several sets (module doc)
 CYCLE = 8
 
+#: the smallest eigenvalue of the scaled normal matrix, relative to its largest, under which a
+#: Gauss-Newton step is solved in the least-squares sense with that cut-off: directions the
+#: pairs do not determine get no motion. The pairs of a cloud of uniform noise (normals of no
+#: surface) gave a condition number of 8e19, and np.linalg.solve a step of 9e15 m.
+ILL_POSED = 1e-12
+
 
 @dataclass
 class IcpResult:
@@ -104,11 +110,22 @@ def _step(moved: np.ndarray, ref_pts: np.ndarray, ref_normals: np.ndarray) -> np
     residual = np.einsum("ij,ij->i", moved - ref_pts, ref_normals)
     jac = np.concatenate([np.cross(moved, ref_normals), ref_normals], axis=1)  # (K, 6)
     lhs, rhs = jac.T @ jac, -(jac.T @ residual)
-    try:
-        x = np.linalg.solve(lhs, rhs)
-    except np.linalg.LinAlgError:  # degenerate (one plane): the minimum-norm step
-        x = np.linalg.lstsq(lhs, rhs, rcond=None)[0]
-    return _euler_zyx(x)
+    # conditioning with each unknown scaled to unit diagonal: far-off coordinates (UTM) make
+    # the rotation columns large without making the system any less determined
+    scale = np.sqrt(np.diag(lhs))
+    if (scale > 0).all():
+        scaled = lhs / np.outer(scale, scale)
+        eig = np.linalg.eigvalsh(scaled)
+        if eig[0] > ILL_POSED * eig[-1]:
+            try:
+                return _euler_zyx(np.linalg.solve(lhs, rhs))
+            except np.linalg.LinAlgError:
+                pass
+        else:  # nearly singular: solve() may return a step of 1e16 (a cloud of noise's normals)
+            step = np.linalg.lstsq(scaled, rhs / scale, rcond=ILL_POSED)[0]
+            return _euler_zyx(step / scale)
+    # degenerate (one plane, zero normals): the minimum-norm step
+    return _euler_zyx(np.linalg.lstsq(lhs, rhs, rcond=None)[0])
 
 
 def point_to_plane_icp(
