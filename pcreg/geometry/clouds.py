@@ -229,7 +229,8 @@ def estimate_normals(
     *,
     tree: KdTree | None = None,
     workers: int = 1,
-) -> np.ndarray:
+    with_counts: bool = False,
+) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """Open3D's ``estimate_normals(KDTreeSearchParamHybrid(radius, max_nn))`` on a cloud without
     normals.
 
@@ -239,6 +240,8 @@ def estimate_normals(
         max_nn: most neighbours (the point itself included).
         tree: a :class:`KdTree` of ``points``, to reuse one.
         workers: threads of the k-d tree query.
+        with_counts: also return each point's neighbour count ``(N,) int64`` (itself
+            included, at most ``max_nn``): under 3, its normal is Open3D's placeholder.
 
     Returns:
         ``(N, 3)`` float64 unit normals: per point, the eigenvector of the smallest eigenvalue of
@@ -274,7 +277,7 @@ def estimate_normals(
     cov[count < 3] = np.eye(3)
     normals = _smallest_eigenvector(cov)
     normals[~np.any(normals, axis=1)] = (0.0, 0.0, 1.0)
-    return normals
+    return (normals, count.astype(np.int64)) if with_counts else normals
 
 
 def _offsets(coord: np.ndarray, idx: np.ndarray, valid: np.ndarray) -> np.ndarray:

@@ -87,17 +87,21 @@ def _normals(points: np.ndarray, voxel: float, workers: int = 1) -> tuple[np.nda
     """The ``voxel``-downsampled cloud ``(V, 3)`` and its unit normals ``(V, 3)`` (neighbours
     within 2.5 voxels, at most 30), turned towards its centroid (towards the sensor, roughly,
     for a scan taken from inside a room); float64, the input's units. Open3D's voxel means and
-    normals, computed without Open3D (:mod:`pcreg.geometry.clouds`)."""
+    normals, computed without Open3D (:mod:`pcreg.geometry.clouds`). A voxel with fewer than 3
+    points within 2.5 voxels has no normal and is left out: Open3D's placeholder ``(0, 0, 1)``
+    would vote for an axis (a 3 m box of 6,000 uniform random points, 8 cm apart, had half of
+    its normals on that axis, and its "Manhattan frame" ran 17 network hypotheses)."""
     from pcreg.geometry.clouds import estimate_normals, voxel_downsample
 
     down = voxel_downsample(points, voxel)
     # sorted (x, then y, then z) the result (the seeded candidate draw below) depends on the
     # point set only, not on how the file lists it
     pts = down[np.lexsort(down.T[::-1])]
-    normals = estimate_normals(pts, 2.5 * voxel, max_nn=30, workers=workers)
+    normals, count = estimate_normals(pts, 2.5 * voxel, max_nn=30, workers=workers,
+                                      with_counts=True)  # fmt: skip
     away = np.einsum("ij,ij->i", normals, pts.mean(0) - pts) < 0
     normals[away] *= -1.0
-    return pts, normals
+    return pts[count >= 3], normals[count >= 3]
 
 
 def _dominant_direction(
@@ -140,7 +144,9 @@ def estimate_manhattan_frame(
     """
     pts, normals = _normals(points, voxel, workers)
     if len(normals) < 10:
-        raise ValueError(f"too few points for a Manhattan frame: {len(normals)} voxels")
+        raise ValueError(
+            f"too few points for a Manhattan frame: {len(normals)} voxels with a normal"
+        )
     rot = manhattan_axes(normals, inlier_deg, np.random.default_rng(seed), candidates)
     cos_in = float(np.cos(np.radians(inlier_deg)))
     support = np.array([np.mean(np.abs(normals @ a) >= cos_in) for a in rot])

@@ -131,8 +131,12 @@ class ManhattanHypotheses:
 
     @single_threaded_blas
     def propose(self, src: np.ndarray, ref: np.ndarray) -> Hypotheses | None:
-        f_src = estimate_manhattan_frame(src, voxel=self.frame_voxel)
-        f_ref = estimate_manhattan_frame(ref, voxel=self.frame_voxel)
+        try:
+            f_src = estimate_manhattan_frame(src, voxel=self.frame_voxel)
+            f_ref = estimate_manhattan_frame(ref, voxel=self.frame_voxel)
+        except ValueError as err:  # under 10 voxels with a normal: points too far apart
+            logger.info("orientation search: no Manhattan frame (%s)", err)
+            return None
         strongest = max(float(f_src.support.sum()), float(f_ref.support.sum()))
         if strongest < self.min_support:  # one Manhattan room is enough to try
             logger.info(

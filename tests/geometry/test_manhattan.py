@@ -16,7 +16,7 @@ from pcreg.geometry.manhattan import (
 )
 from pcreg.registration.loading import load_network
 from pcreg.registration.network import Prediction, Registrar
-from pcreg.registration.search import OrientationSearch, SearchConfig
+from pcreg.registration.search import ManhattanHypotheses, OrientationSearch, SearchConfig
 
 
 def _angle_deg(r: np.ndarray) -> np.ndarray:
@@ -54,6 +54,22 @@ def test_frame_of_a_rotated_room_is_its_axes_up_to_a_cube_rotation(room_pair, se
 def test_frame_fails_loudly_on_too_few_points():
     with pytest.raises(ValueError, match="too few points"):
         estimate_manhattan_frame(np.zeros((5, 3)))
+    # 200 points 1 m apart: none has a normal at 5 cm voxels
+    spread = np.stack(np.meshgrid(*[np.arange(6.0)] * 3), -1).reshape(-1, 3)[:200]
+    with pytest.raises(ValueError, match="0 voxels with a normal"):
+        estimate_manhattan_frame(spread)
+
+
+def test_points_without_a_normal_do_not_make_a_frame():
+    """Uniform noise, 6,000 points in a 3 m box (8 cm apart, 5 cm voxels): most voxels have
+    under 3 neighbours and no normal. Counted as Open3D's placeholder (0, 0, 1), they held
+    half the cloud on one axis (support 0.52 > 0.3) and the orientation search ran 17 network
+    hypotheses on it; without them the axes hold 6 %, and the search does not apply."""
+    noise = np.random.default_rng(0).uniform(0, 3, (6000, 3))
+    frame = estimate_manhattan_frame(noise)
+    assert frame.support.sum() < ManhattanHypotheses.MIN_SUPPORT / 2
+    assert ManhattanHypotheses(0.05).propose(noise, noise[::-1]) is None
+    assert ManhattanHypotheses(0.05).propose(noise[:50] * 20, noise) is None  # no frame at all
 
 
 def test_canonicalized_pair_is_a_small_rotation_apart_and_keeps_the_ground_truth(room_pair):
@@ -78,8 +94,9 @@ def test_canonicalized_pair_is_a_small_rotation_apart_and_keeps_the_ground_truth
 def _open3d_frame_normals(
     points: np.ndarray, voxel: float, workers: int = 1
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The frame's voxels and normals as Open3D computed them before pcreg.geometry.clouds:
-    the reference of :func:`pcreg.geometry.manhattan._normals`."""
+    """The frame's voxels and normals as Open3D computes them: the reference of
+    :func:`pcreg.geometry.manhattan._normals` (a voxel with under 3 points within the normals'
+    radius, by Open3D's own k-d tree, has no normal and is left out)."""
     o3d = pytest.importorskip("open3d")
     cloud = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(np.asarray(points, np.float64)))
     down = np.asarray(cloud.voxel_down_sample(voxel).points, np.float64)
@@ -87,7 +104,10 @@ def _open3d_frame_normals(
     cloud.estimate_normals(o3d.geometry.KDTreeSearchParamHybrid(radius=2.5 * voxel, max_nn=30))
     pts, normals = np.asarray(cloud.points), np.asarray(cloud.normals)
     normals[np.einsum("ij,ij->i", normals, pts.mean(0) - pts) < 0] *= -1.0
-    return pts, normals
+    tree = o3d.geometry.KDTreeFlann(cloud)
+    count = [tree.search_hybrid_vector_3d(p, 2.5 * voxel, 30)[0] for p in pts]
+    keep = np.asarray(count) >= 3
+    return pts[keep], normals[keep]
 
 
 def _assert_frame_as_open3ds(points: np.ndarray, voxel: float = 0.05) -> None:
