@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import asdict
+from typing import ClassVar
 
 import numpy as np
 import pytest
@@ -112,15 +113,63 @@ def test_table_ratios_success_and_stage_split():
         format_pipeline_tables({"runs": 1, "rows": [{"pair": "x"}], "throughput": {}}, "c")
 
 
+class _InProcessRunner:
+    """:class:`~pcreg.batch.runner.RayRunner`'s interface, each pair registered in this
+    process: the throughput worker's bookkeeping without starting two Ray clusters (the
+    runner itself is tested on a real cluster in tests/batch/test_ray.py)."""
+
+    started: ClassVar[list[int]] = []
+
+    def __init__(self, options, workers: int) -> None:
+        self.register = options.pipeline()
+        self.started.append(workers)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        return None
+
+    def map(self, pairs):
+        return [self.register(src, ref) for src, ref in pairs]
+
+
+def test_throughput_worker_counts_every_rate_of_its_runs(
+    tiny_checkpoint, room_pair, tmp_path, monkeypatch
+):
+    """The cheap twin of the next (slow) test: every rate measured and positive, the thread
+    count restored, a runner of 1 and of 2 workers started, with Ray replaced."""
+    import torch
+
+    from pcreg.batch import runner
+    from pcreg.bench.pipeline import _throughput_worker
+    from pcreg.io import write_points
+
+    monkeypatch.setattr(runner, "RayRunner", _InProcessRunner)
+    monkeypatch.setattr(_InProcessRunner, "started", [])
+    src, ref, _ = room_pair
+    write_points(tmp_path / "src.ply", src[::8])
+    write_points(tmp_path / "ref.ply", ref[::8])
+    pair = {"src": str(tmp_path / "src.ply"), "ref": str(tmp_path / "ref.ply")}
+    threads = torch.get_num_threads()
+    out = _throughput_worker([pair], str(tiny_checkpoint), 1)
+    for key in ("batch1", "batch1_one_thread", "batch4", "ray1", "batch4_workers"):
+        assert out[f"{key}_pairs_per_s"] > 0, key
+    assert torch.get_num_threads() == threads
+    assert _InProcessRunner.started == [1, 2] and out["workers"] == 2
+    assert out["pool_start_s"] > 0 and out["peak_mib_batch4"] >= out["peak_mib_batch1"] > 50
+
+
+@pytest.mark.slow
 def test_throughput_worker_reports_every_rate(tiny_checkpoint, room_pair, tmp_path):
     import torch
 
     from pcreg.bench.pipeline import _throughput_worker
     from pcreg.io import write_points
 
-    src, ref, _ = room_pair
-    write_points(tmp_path / "src.ply", src)
-    write_points(tmp_path / "ref.ply", ref)
+    src, ref, _ = room_pair  # a quarter of the points: the rates' bookkeeping is under test
+    write_points(tmp_path / "src.ply", src[::4])
+    write_points(tmp_path / "ref.ply", ref[::4])
     pair = {"src": str(tmp_path / "src.ply"), "ref": str(tmp_path / "ref.ply")}
     threads = torch.get_num_threads()
     out = _throughput_worker([pair], str(tiny_checkpoint), 1)
@@ -159,9 +208,9 @@ def test_interleaved_cases_take_turns_in_their_own_processes(tiny_checkpoint, ro
     from pcreg.bench.real_pairs import RealPair
     from pcreg.io import write_points
 
-    src, ref, gt = room_pair
-    write_points(tmp_path / "src.ply", src)
-    write_points(tmp_path / "ref.ply", ref)
+    src, ref, gt = room_pair  # a quarter of the points: the turns are under test, not speed
+    write_points(tmp_path / "src.ply", src[::4])
+    write_points(tmp_path / "ref.ply", ref[::4])
     pair = RealPair("room", "indoor", str(tmp_path / "src.ply"), str(tmp_path / "ref.ply"),
                     gt.tolist())  # fmt: skip
     cases = [("geotransformer", str(tiny_checkpoint), False), ("fpfh-ransac", "indoor", False)]

@@ -24,10 +24,11 @@ def _rre_rte(est: np.ndarray, gt: np.ndarray) -> tuple[float, float]:
 
 def test_chained_poses_match_the_true_trajectory(tmp_path, room_pair):
     _, scene, _ = room_pair
+    scene = scene[::4]  # 4k points: RANSAC's validations cost in proportion
     g = torch.Generator().manual_seed(3)
     # sensor poses P_k (scan k -> scan 0); FPFH is rotation invariant, so any rotation
     poses = [np.eye(4)]
-    for _ in range(3):
+    for _ in range(2):
         step = random_transform(g, max_translation=0.3, dtype=torch.float64)
         poses.append(poses[-1] @ step.numpy())
     paths = []
@@ -40,7 +41,7 @@ def test_chained_poses_match_the_true_trajectory(tmp_path, room_pair):
     res = run_odometry(
         paths, model="indoor", method="fpfh-ransac", icp=True, progress=False, workers=1
     )
-    assert res.poses.shape == (4, 4, 4) and res.relative.shape == (3, 4, 4)
+    assert res.poses.shape == (3, 4, 4) and res.relative.shape == (2, 4, 4)
     assert np.allclose(res.poses[0], np.eye(4))
     for est, gt in zip(res.poses, poses, strict=True):
         rre, rte = _rre_rte(est, gt)

@@ -156,6 +156,8 @@ def test_batch_runs_on_a_two_node_cluster_and_resumes(cluster, manifest, tmp_pat
     assert len(_rows(out)) == PAIRS
 
 
+@pytest.mark.slow  # the cheap cover: a cut results log is read (test_manifest_results.py), a
+# finished run re-run does nothing (the two-node test above)
 def test_a_killed_driver_restarts_and_finishes_each_pair_once(cluster, manifest, tmp_path):
     address, env = cluster
     out = tmp_path / "out"

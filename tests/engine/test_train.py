@@ -1,5 +1,5 @@
-"""The training engine: end to end on generated rooms, exact resume after SIGKILL, torchrun DDP
-parity, config errors, refusing to clobber a run."""
+"""The training engine: end to end on generated rooms, exact resume (in this process; after a
+SIGKILL, slow), torchrun DDP parity, config errors, refusing to clobber a run."""
 
 from __future__ import annotations
 
@@ -111,6 +111,25 @@ def _cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "pcreg", "train", *FAST, *args]
 
 
+def test_a_resumed_run_matches_an_uninterrupted_one(data_root, tmp_path, capsys):
+    """The cheap twin of the next (slow) test, in this process and without a kill: one epoch,
+    then ``train.resume=true`` for the second, lands on the parameters of two epochs in one
+    run, exactly."""
+    common = [*FAST, f"data.root={data_root}", "train.max_steps_per_epoch=2"]
+    ref, split = tmp_path / "ref", tmp_path / "split"
+    assert main(["train", *common, "train.epochs=2", f"train.out_dir={ref}"]) == 0
+    assert main(["train", *common, "train.epochs=1", f"train.out_dir={split}"]) == 0
+    assert load_checkpoint(split / "last.pt")["step"] == 2
+    resumed = ["train.epochs=2", f"train.out_dir={split}", "train.resume=true"]
+    assert main(["train", *common, *resumed]) == 0
+    capsys.readouterr()
+    a, b = _params(ref / "last.pt"), _params(split / "last.pt")
+    assert load_checkpoint(split / "last.pt")["step"] == 4
+    for k in a:
+        assert torch.equal(a[k], b[k]), k  # exact on CPU
+
+
+@pytest.mark.slow
 def test_sigkill_then_resume_matches_an_uninterrupted_run(data_root, tmp_path):
     common = [
         f"data.root={data_root}",
