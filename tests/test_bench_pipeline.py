@@ -137,48 +137,42 @@ class _InProcessRunner:
 def test_throughput_worker_counts_every_rate_of_its_runs(
     tiny_checkpoint, room_pair, tmp_path, monkeypatch
 ):
-    """The cheap twin of the next (slow) test: every rate measured and positive, the thread
+    """The cheap twin of the slow test below: every rate measured and positive, the thread
     count restored, a runner of 1 and of 2 workers started, with Ray replaced."""
-    import torch
-
     from pcreg.batch import runner
-    from pcreg.bench.pipeline import _throughput_worker
-    from pcreg.io import write_points
 
     monkeypatch.setattr(runner, "RayRunner", _InProcessRunner)
     monkeypatch.setattr(_InProcessRunner, "started", [])
-    src, ref, _ = room_pair
-    write_points(tmp_path / "src.ply", src[::8])
-    write_points(tmp_path / "ref.ply", ref[::8])
-    pair = {"src": str(tmp_path / "src.ply"), "ref": str(tmp_path / "ref.ply")}
-    threads = torch.get_num_threads()
-    out = _throughput_worker([pair], str(tiny_checkpoint), 1)
-    for key in ("batch1", "batch1_one_thread", "batch4", "ray1", "batch4_workers"):
-        assert out[f"{key}_pairs_per_s"] > 0, key
-    assert torch.get_num_threads() == threads
-    assert _InProcessRunner.started == [1, 2] and out["workers"] == 2
-    assert out["pool_start_s"] > 0 and out["peak_mib_batch4"] >= out["peak_mib_batch1"] > 50
+    _throughput_of(room_pair, 8, tiny_checkpoint, tmp_path)
+    assert _InProcessRunner.started == [1, 2]
 
 
-@pytest.mark.slow
-def test_throughput_worker_reports_every_rate(tiny_checkpoint, room_pair, tmp_path):
+def _throughput_of(room_pair, every: int, checkpoint, tmp_path) -> dict:
+    """The throughput worker's output on every ``every``-th point of the room pair, checked
+    for what both throughput tests expect: every rate, the threads restored, the peaks."""
     import torch
 
     from pcreg.bench.pipeline import _throughput_worker
     from pcreg.io import write_points
 
-    src, ref, _ = room_pair  # a quarter of the points: the rates' bookkeeping is under test
-    write_points(tmp_path / "src.ply", src[::4])
-    write_points(tmp_path / "ref.ply", ref[::4])
+    src, ref, _ = room_pair  # fewer points: the rates' bookkeeping is under test
+    write_points(tmp_path / "src.ply", src[::every])
+    write_points(tmp_path / "ref.ply", ref[::every])
     pair = {"src": str(tmp_path / "src.ply"), "ref": str(tmp_path / "ref.ply")}
     threads = torch.get_num_threads()
-    out = _throughput_worker([pair], str(tiny_checkpoint), 1)
+    out = _throughput_worker([pair], str(checkpoint), 1)
     for key in ("batch1", "batch1_one_thread", "batch4", "ray1", "batch4_workers"):
         assert out[f"{key}_pairs_per_s"] > 0, key
     assert torch.get_num_threads() == threads  # the one-thread run restored it
     assert out["cores"] == os.cpu_count() and out["workers"] == 2
     assert out["pool_start_s"] > 0
     assert out["peak_mib_batch4"] >= out["peak_mib_batch1"] > 50
+    return out
+
+
+@pytest.mark.slow
+def test_throughput_worker_reports_every_rate(tiny_checkpoint, room_pair, tmp_path):
+    out = _throughput_of(room_pair, 4, tiny_checkpoint, tmp_path)
     if sys.platform == "linux":  # a worker holds torch and a model, less than this process
         assert 50 < out["peak_mib_worker"] < out["peak_mib_batch4"] + 500
 

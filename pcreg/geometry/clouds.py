@@ -247,7 +247,8 @@ def estimate_normals(
         ``(N, 3)`` float64 unit normals: per point, the eigenvector of the smallest eigenvalue of
         the covariance of its (at most ``max_nn``) nearest points within ``radius``, with
         Open3D's sign (its closed-form eigensolver, ported); ``(0, 0, 1)`` where fewer than 3
-        points are within ``radius`` or they coincide. Each covariance is computed from the
+        points are within ``radius`` or they coincide (``with_counts``: and the counts, as
+        ``(normals, counts)``). Each covariance is computed from the
         neighbours' offsets to the point (Open3D sums raw moments of the coordinates, which
         loses digits as the cloud moves away from the origin); where three nearly collinear
         points make the plane, the two roundings can differ by a tenth of a degree (see the

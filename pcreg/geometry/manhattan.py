@@ -60,9 +60,10 @@ class ManhattanFrame:
     Attributes:
         rotation: ``(3, 3)`` float64 ``R`` with the Manhattan axes as rows, so ``R @ p``
             expresses a point in the Manhattan frame (the axes become x, y, z).
-        support: ``(3,)`` float64 fraction of the normals within the inlier angle of each axis
-            (the third may be small: a scan of two walls has no floor).
-        points: ``(V, 3)`` float64 the voxel-downsampled cloud the normals were estimated on
+        support: ``(3,)`` float64 fraction of the voxels whose normal lies within the inlier
+            angle of each axis (the third may be small: a scan of two walls has no floor); a
+            voxel without a normal supports none.
+        points: ``(V, 3)`` float64 the voxel-downsampled cloud's voxels that have a normal
             (input frame, metres).
         normals: ``(V, 3)`` float64 its unit normals, turned towards the cloud's centroid.
     """
@@ -83,14 +84,17 @@ class ManhattanFrame:
         return f"ManhattanFrame(support={np.round(self.support, 3).tolist()})"
 
 
-def _normals(points: np.ndarray, voxel: float, workers: int = 1) -> tuple[np.ndarray, np.ndarray]:
-    """The ``voxel``-downsampled cloud ``(V, 3)`` and its unit normals ``(V, 3)`` (neighbours
-    within 2.5 voxels, at most 30), turned towards its centroid (towards the sensor, roughly,
-    for a scan taken from inside a room); float64, the input's units. Open3D's voxel means and
-    normals, computed without Open3D (:mod:`pcreg.geometry.clouds`). A voxel with fewer than 3
-    points within 2.5 voxels has no normal and is left out: Open3D's placeholder ``(0, 0, 1)``
-    would vote for an axis (a 3 m box of 6,000 uniform random points, 8 cm apart, had half of
-    its normals on that axis, and its "Manhattan frame" ran 17 network hypotheses)."""
+def _normals(
+    points: np.ndarray, voxel: float, workers: int = 1
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """The ``voxel``-downsampled cloud's voxels that have a normal ``(V, 3)``, their unit
+    normals ``(V, 3)`` (neighbours within 2.5 voxels, at most 30), turned towards the whole
+    cloud's centroid (towards the sensor, roughly, for a scan taken from inside a room), and
+    the count of all voxels; float64, the input's units. Open3D's voxel means and normals,
+    computed without Open3D (:mod:`pcreg.geometry.clouds`). A voxel with fewer than 3 points
+    within 2.5 voxels has no normal and is left out: Open3D's placeholder ``(0, 0, 1)`` would
+    vote for an axis (a 3 m box of 6,000 uniform random points, 8 cm apart, had half of its
+    voxels on that axis, and its "Manhattan frame" ran 17 network hypotheses)."""
     from pcreg.geometry.clouds import estimate_normals, voxel_downsample
 
     down = voxel_downsample(points, voxel)
@@ -101,7 +105,7 @@ def _normals(points: np.ndarray, voxel: float, workers: int = 1) -> tuple[np.nda
                                       with_counts=True)  # fmt: skip
     away = np.einsum("ij,ij->i", normals, pts.mean(0) - pts) < 0
     normals[away] *= -1.0
-    return pts[count >= 3], normals[count >= 3]
+    return pts[count >= 3], normals[count >= 3], len(pts)
 
 
 def _dominant_direction(
@@ -142,15 +146,23 @@ def estimate_manhattan_frame(
     Returns:
         :class:`ManhattanFrame`; its ``rotation`` is a proper rotation (det +1).
     """
-    pts, normals = _normals(points, voxel, workers)
+    pts, normals, voxels = _normals(points, voxel, workers)
+    if voxels < 10:
+        raise ValueError(f"too few points for a Manhattan frame: {voxels} voxels")
     if len(normals) < 10:
-        raise ValueError(
-            f"too few points for a Manhattan frame: {len(normals)} voxels with a normal"
+        raise TooFewNormals(
+            f"too few points for a Manhattan frame: {len(normals)} of {voxels} voxels have a "
+            "normal (the points lie too far apart)"
         )
     rot = manhattan_axes(normals, inlier_deg, np.random.default_rng(seed), candidates)
     cos_in = float(np.cos(np.radians(inlier_deg)))
-    support = np.array([np.mean(np.abs(normals @ a) >= cos_in) for a in rot])
+    support = np.array([np.count_nonzero(np.abs(normals @ a) >= cos_in) / voxels for a in rot])
     return ManhattanFrame(rot, support, pts, normals)
+
+
+class TooFewNormals(ValueError):
+    """Fewer than 10 voxels of a cloud have a normal: its points lie too far apart at the
+    frame's voxel for a Manhattan frame."""
 
 
 def manhattan_axes(

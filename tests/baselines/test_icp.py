@@ -248,12 +248,43 @@ def test_the_default_registration_of_a_cycling_kitti_pair_stops_early(shared_dat
     assert estimate and all(n < 30 for n in estimate), steps
 
 
+@pytest.mark.parametrize("tilt", [1e-4, 1e-6, 1e-8])
+def test_a_motion_the_pairs_barely_hold_gets_no_runaway_step(tilt):
+    """Pairs on one plane whose normals tilt ``tilt`` off it, 1 cm of noise along them: the
+    plain solve explains the noise by sliding along the plane through the tiny tilt (2.4 m,
+    1.8 km and 54 km for these tilts, as Open3D's solve). The cut-off step does not slide."""
+    from pcreg.baselines.icp import ILL_POSED, _pinned_least, _step
+
+    rng = np.random.default_rng(0)
+    moved = np.c_[rng.uniform(-1, 1, (200, 2)), np.zeros(200)]
+    normals = np.c_[tilt * rng.standard_normal((200, 2)), np.ones(200)]
+    normals /= np.linalg.norm(normals, axis=1, keepdims=True)
+    ref = moved + np.outer(rng.normal(0, 0.01, 200), [0.0, 0.0, 1.0])
+    assert _pinned_least(moved, normals) < ILL_POSED
+    step = _step(moved, ref, normals)
+    assert np.abs(step[:3, 3]).max() < 0.01  # the noise's size, not a slide
+    np.testing.assert_allclose(step[:3, :3] @ step[:3, :3].T, np.eye(3), atol=1e-12)
+
+
+def test_far_off_coordinates_take_open3ds_own_step(room_pair):
+    """UTM-like coordinates (5e5, 4.2e6 m) make Open3D's normal matrix ill-conditioned (1e15
+    and worse) without making the pairs hold the source any less: the check is about the
+    pairs' centroid, so the step stays Open3D's plain solve, as at the origin."""
+    from pcreg.baselines.icp import ILL_POSED, _pinned_least
+
+    src = room_pair[1].astype(np.float64)[::10]
+    cloud = downsample_with_normals(src, 0.05)
+    pts, normals = np.asarray(cloud.points), np.asarray(cloud.normals)
+    far = pts + np.array([5e5, 4.2e6, 100.0])
+    assert _pinned_least(far, normals) == pytest.approx(_pinned_least(pts, normals), rel=1e-6)
+    assert _pinned_least(far, normals) > 100 * ILL_POSED
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_pairs_that_pin_nothing_give_no_runaway_step(seed):
-    """Two clouds of uniform noise in a 30 m box: their normals belong to no surface and the
-    point-to-plane normal matrix can be singular to 1e19, where np.linalg.solve stepped 1e17 m
-    (seed 0 here, and 5 of 20 seeds with 6,000 points each, before ``ILL_POSED``). The step
-    now moves only the directions the pairs determine: the estimate stays near the box."""
+    """Two clouds of uniform noise in a 30 m box: their normals belong to no surface (seed 0
+    stepped 1e17 m before the cut-off, as did 5 of 20 seeds of 6,000 points each). ICP's
+    estimate stays near the box."""
     rng = np.random.default_rng(seed)
     src, ref = rng.uniform(0, 30, (2, 6000, 3))
     result = icp_refine(src, ref, np.eye(4), 0.3, max_iterations=30)

@@ -11,6 +11,7 @@ from scipy.spatial.transform import Rotation
 from pcreg.data.collate import PairBatch
 from pcreg.geometry.manhattan import (
     CUBE_ROTATIONS,
+    TooFewNormals,
     canonicalize_pair,
     estimate_manhattan_frame,
 )
@@ -56,7 +57,7 @@ def test_frame_fails_loudly_on_too_few_points():
         estimate_manhattan_frame(np.zeros((5, 3)))
     # 200 points 1 m apart: none has a normal at 5 cm voxels
     spread = np.stack(np.meshgrid(*[np.arange(6.0)] * 3), -1).reshape(-1, 3)[:200]
-    with pytest.raises(ValueError, match="0 voxels with a normal"):
+    with pytest.raises(TooFewNormals, match="0 of 200 voxels have a normal"):
         estimate_manhattan_frame(spread)
 
 
@@ -93,7 +94,7 @@ def test_canonicalized_pair_is_a_small_rotation_apart_and_keeps_the_ground_truth
 
 def _open3d_frame_normals(
     points: np.ndarray, voxel: float, workers: int = 1
-) -> tuple[np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray, int]:
     """The frame's voxels and normals as Open3D computes them: the reference of
     :func:`pcreg.geometry.manhattan._normals` (a voxel with under 3 points within the normals'
     radius, by Open3D's own k-d tree, has no normal and is left out)."""
@@ -107,14 +108,15 @@ def _open3d_frame_normals(
     tree = o3d.geometry.KDTreeFlann(cloud)
     count = [tree.search_hybrid_vector_3d(p, 2.5 * voxel, 30)[0] for p in pts]
     keep = np.asarray(count) >= 3
-    return pts[keep], normals[keep]
+    return pts[keep], normals[keep], len(pts)
 
 
 def _assert_frame_as_open3ds(points: np.ndarray, voxel: float = 0.05) -> None:
     from pcreg.geometry.manhattan import _normals
 
-    pts, normals = _normals(points, voxel)
-    want_pts, want_normals = _open3d_frame_normals(points, voxel)
+    pts, normals, voxels = _normals(points, voxel)
+    want_pts, want_normals, want_voxels = _open3d_frame_normals(points, voxel)
+    assert voxels == want_voxels
     np.testing.assert_array_equal(pts, want_pts)  # the same voxels in the same order
     cos = np.einsum("ij,ij->i", normals, want_normals)
     assert np.degrees(np.arccos(np.clip(cos, -1.0, 1.0))).max() < 1e-4  # signs included
