@@ -415,9 +415,9 @@ def read_points(
     elif suffix == ".pcd":
         raw = read_pcd(path)
     elif suffix == ".npy":
-        raw = RawCloud(read_npy(path))
+        raw = RawCloud(read_npy(path, READ_MEMORY_CAP if max_memory is None else max_memory))
     elif suffix == ".npz":
-        raw = RawCloud(read_npz(path))
+        raw = RawCloud(read_npz(path, READ_MEMORY_CAP if max_memory is None else max_memory))
     elif suffix == ".bin":
         raw = RawCloud(read_kitti_bin(path))
     elif suffix in (".las", ".laz"):

@@ -301,6 +301,59 @@ def test_read_refuses_a_file_over_the_memory_cap(tmp_path):
     assert io.read_points(path, max_memory=100_000).shape == (1000, 3)
 
 
+def test_a_deflated_npz_is_charged_for_what_it_unpacks_to(tmp_path):
+    """1.4 MB of deflated zeros can declare 1.4 GB (a hostile run's 'bomb' took 4.3 GB and
+    never finished): the array's header is read, and the cap applied, before it is unpacked."""
+    path = tmp_path / "bomb.npz"
+    np.savez_compressed(path, pts=np.zeros((200_000, 3)))  # 4.8 MB of data, ~5 kB of file
+    assert path.stat().st_size < 50_000
+    unpacked = []
+    real_load = np.load
+    monkey = pytest.MonkeyPatch()
+    monkey.setattr(np, "load", lambda *a, **k: unpacked.append(a) or real_load(*a, **k))
+    try:
+        with pytest.raises(
+            ValueError,
+            match=r"bomb.npz: too large to read under the memory "
+            r"cap: its .npz 'pts' array declares shape \(200000, 3\)",
+        ):
+            io.read_points(path, max_memory=10_000_000)
+    finally:
+        monkey.undo()
+    assert unpacked == []  # refused from the header alone
+    assert io.read_points(path, max_memory=20_000_000).shape == (200_000, 3)
+
+
+def test_an_npy_whose_header_declares_more_than_the_file_holds_is_truncated(tmp_path):
+    """A header that declares 480 MB over 240 bytes of data: refused as truncated before
+    numpy allocates the 480 MB (it did, then failed to fill them)."""
+    import io as stdio
+
+    head = stdio.BytesIO()
+    np.lib.format.write_array_header_1_0(
+        head, {"descr": "<f8", "fortran_order": False, "shape": (20_000_000, 3)}
+    )
+    path = tmp_path / "lie.npy"
+    path.write_bytes(head.getvalue() + np.zeros((10, 3)).tobytes())
+    with pytest.raises(
+        ValueError,
+        match=r"lie.npy: truncated: its header declares shape "
+        r"\(20000000, 3\) \(480000000 bytes of data\), the file holds 240",
+    ):
+        io.read_points(path)
+
+
+def test_an_npz_member_not_named_npy_is_read(tmp_path):
+    import zipfile
+
+    body = tmp_path / "x.npy"
+    np.save(body, np.arange(30.0).reshape(10, 3))
+    path = tmp_path / "odd.npz"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.write(body, "cloud")  # no .npy suffix inside
+    np.testing.assert_array_equal(io.read_points(path), np.arange(30.0).reshape(10, 3))
+
+
 def test_float32_at_utm_offsets_is_refused(tmp_path, rng):
     room = rng.uniform(0, 4, (2000, 3))
     path = tmp_path / "utm32.npy"

@@ -8,13 +8,69 @@ from pathlib import Path
 
 import numpy as np
 
-from pcreg.errors import CorruptFileError, EmptyCloudError, ShapeError
+from pcreg.errors import CorruptFileError, EmptyCloudError, InputError, ShapeError
 
 __all__ = ["read_kitti_bin", "read_npy", "read_npz", "read_text"]
 
 
-def read_npy(path: Path) -> np.ndarray:
-    """The array of a plain ``.npy`` file (no pickles)."""
+#: peak memory of reading a numpy array per byte of its data: the array, its float64 x, y, z
+#: and the validation's copy (as :func:`pcreg.io.read_points` charges other binary files)
+ARRAY_MEMORY_FACTOR = 3
+
+
+def _declared(path: Path, stream, what: str) -> tuple[tuple[int, ...], np.dtype, int]:
+    """``(shape, dtype, data bytes)`` of the ``.npy`` header at the start of ``stream``, read
+    without the data."""
+    fmt = np.lib.format
+    try:
+        version = fmt.read_magic(stream)
+        if version == (1, 0):
+            shape, _, dtype = fmt.read_array_header_1_0(stream)
+        else:
+            shape, _, dtype = fmt.read_array_header_2_0(stream)
+    except Exception as exc:
+        raise CorruptFileError(path, f"not a plain numeric {what} array ({exc})") from exc
+    count = 1
+    for n in shape:
+        count *= int(n)
+    return shape, dtype, count * dtype.itemsize
+
+
+def _check_declared(path: Path, shape, nbytes: int, cap: int | None, what: str) -> None:
+    """Refuse an array whose header declares more than ``cap`` bytes of reading (before any
+    of its data is read or unpacked: 1.4 MB of deflated zeros can declare 1.4 GB)."""
+    need = nbytes * ARRAY_MEMORY_FACTOR
+    if cap is not None and need > cap:
+        raise InputError(
+            path,
+            f"too large to read under the memory cap: its {what} array declares shape "
+            f"{tuple(int(n) for n in shape)} ({_size(nbytes)}), which needs about "
+            f"{_size(need)}, over {_size(cap)} (raise --max-memory, or thin the file)",
+        )
+
+
+def _size(nbytes: float) -> str:
+    return f"{nbytes / 2**30:.1f} GiB" if nbytes >= 2**30 else f"{nbytes / 2**20:.1f} MiB"
+
+
+def read_npy(path: Path, cap: int | None = None) -> np.ndarray:
+    """The array of a plain ``.npy`` file (no pickles). Its header is read first: an array
+    over ``cap`` bytes of reading (None: no cap), or one with less data in the file than the
+    header declares, is refused before anything is allocated."""
+    try:
+        with open(path, "rb") as handle:
+            shape, _, nbytes = _declared(path, handle, ".npy")
+            offset = handle.tell()
+    except OSError as exc:
+        raise CorruptFileError(path, f"cannot be read as .npy ({exc})") from exc
+    _check_declared(path, shape, nbytes, cap, ".npy")
+    present = path.stat().st_size - offset
+    if present < nbytes:
+        raise CorruptFileError(
+            path,
+            f"truncated: its header declares shape {tuple(int(n) for n in shape)} "
+            f"({nbytes} bytes of data), the file holds {present}",
+        )
     try:
         return np.load(path, allow_pickle=False)
     except ValueError as exc:
@@ -23,19 +79,36 @@ def read_npy(path: Path) -> np.ndarray:
         raise CorruptFileError(path, f"cannot be read as .npy ({exc})") from exc
 
 
-def read_npz(path: Path) -> np.ndarray:
-    """The ``points`` (or ``xyz``, ``pos``, ``positions``, or only) array of an ``.npz``."""
+def read_npz(path: Path, cap: int | None = None) -> np.ndarray:
+    """The ``points`` (or ``xyz``, ``pos``, ``positions``, or only) array of an ``.npz``.
+    The chosen array's header is read first (unpacking only that much): one over ``cap``
+    bytes of reading (None: no cap) is refused before its data is unpacked."""
+    import zipfile
+
     try:
-        with np.load(path, allow_pickle=False) as archive:
-            keys = list(archive.keys())
-            for key in ("points", "xyz", "pos", "positions"):
-                if key in keys:
-                    return archive[key]
-            if len(keys) == 1:
-                return archive[keys[0]]
+        with zipfile.ZipFile(path) as archive:
+            members = {n.removesuffix(".npy"): n for n in archive.namelist()}
+            names = list(members)
+            key = next((k for k in ("points", "xyz", "pos", "positions") if k in names), None)
+            if key is None and len(names) == 1:
+                key = names[0]
+            if key is not None:
+                with archive.open(members[key]) as member:
+                    shape, _, nbytes = _declared(path, member, f".npz '{key}'")
+    except InputError:
+        raise
     except Exception as exc:
         raise CorruptFileError(path, f"cannot be read as .npz ({exc})") from exc
-    raise ShapeError(path, f"no 'points' array in the archive (keys: {', '.join(keys) or 'none'})")
+    if key is None:
+        raise ShapeError(
+            path, f"no 'points' array in the archive (keys: {', '.join(names) or 'none'})"
+        )
+    _check_declared(path, shape, nbytes, cap, f".npz '{key}'")
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            return archive[key]
+    except Exception as exc:
+        raise CorruptFileError(path, f"cannot be read as .npz ({exc})") from exc
 
 
 def read_kitti_bin(path: Path) -> np.ndarray:
