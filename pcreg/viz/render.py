@@ -219,7 +219,19 @@ def render_clouds(
     if height is None:
         height = round(width * float(np.clip(view.aspect, 0.45, 1.0)))
     total = max(len(everything), 1)
-    drawn = [(thin_for_display(p, max(1, int(max_points * len(p) / total))), c) for p, c in clouds]
+    # drawn about the middle of what is drawn: the renderer works in float32, which keeps
+    # only ~0.5 m at a UTM northing of 4.2e6 m (a georeferenced room came out as bands)
+    origin = (everything.min(0) + everything.max(0)) / 2 if len(everything) else np.zeros(3)
+    drawn = [
+        (thin_for_display(np.asarray(p, np.float64).reshape(-1, 3) - origin,
+                          max(1, int(max_points * len(p) / total))), c)
+        for p, c in clouds
+    ]  # fmt: skip
+    if lines is not None:
+        lines = (
+            np.asarray(lines[0], np.float64) - origin,
+            np.asarray(lines[1], np.float64) - origin,
+        )
     if point_size is None:
         point_size = point_size_for(sum(len(p) for p, _ in drawn), width, height)
     with _render_environment():

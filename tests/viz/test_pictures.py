@@ -206,3 +206,22 @@ def test_a_maps_views_leave_strays_out_and_show_a_rejected_edge_over_a_kept_one(
         assert red.sum() > 150, red.sum()  # the dashed edge in both views, not just the legend
     finally:
         plt.close(fig)
+
+
+def test_georeferenced_clouds_are_drawn_as_at_the_origin(rng):
+    """The renderer works in float32 (~0.5 m of resolution at a northing of 4.2e6 m): a room
+    drawn where it lies came out as sparse bands. Drawn about its own middle, the picture is
+    the one of the same room at the origin, a segment included."""
+    from pcreg.viz.render import render_clouds
+
+    room = rng.uniform(0, 4, (4000, 3)) * [1.0, 0.75, 0.6]
+    far = np.array([5e5, 4.2e6, 100.0])
+    segment = (room[:1], room[1:2])
+    near_image = render_clouds([(room, (0.9, 0.5, 0.1))], lines=segment, width=300)
+    far_image = render_clouds(
+        [(room + far, (0.9, 0.5, 0.1))], lines=(segment[0] + far, segment[1] + far), width=300
+    )
+    assert near_image.shape == far_image.shape
+    differ = np.abs(near_image.astype(int) - far_image.astype(int)).max(axis=2) > 40
+    assert differ.mean() < 0.002, differ.mean()  # the same pixels, to rounding
+    assert (near_image < 200).any(axis=2).mean() > 0.05  # something was drawn
