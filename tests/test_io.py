@@ -230,7 +230,7 @@ def test_transform_roundtrip_all_formats(tmp_path, gen):
             "shear",
         ),
         (np.vstack([np.eye(4)[:3], [1.0, 0, 0, 1]]), NonRigidTransformError, "bottom row"),
-        (np.eye(3), ShapeError, "4x4"),
+        (np.eye(3), ShapeError, "4x4 (or 3x4) transform, got 9 numbers"),
         (np.full((4, 4), np.nan), NonFiniteError, "NaN"),
     ],
 )

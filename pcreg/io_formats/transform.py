@@ -71,6 +71,8 @@ def validate_transform(
         arr = np.vstack([arr.reshape(3, 4), [0.0, 0.0, 0.0, 1.0]])
     elif arr.size == 16 and arr.shape in ((16,), (4, 4)):
         arr = arr.reshape(4, 4)
+    elif arr.ndim == 1:  # a text file's numbers, read in a row
+        raise ShapeError(source, f"expected a 4x4 (or 3x4) transform, got {arr.size} numbers")
     else:
         raise ShapeError(source, f"expected a 4x4 (or 3x4) transform, got shape {arr.shape}")
     if not np.isfinite(arr).all():
