@@ -109,6 +109,12 @@ def format_result(record: dict, auto: bool = False) -> str:
             f"{format_length(record['rte_m'], 4)}, RMSE {format_length(record['rmse_m'], 4)}, "
             f"inlier ratio {record['inlier_ratio']:.3f}"
         )
+        rmse = record.get("rmse_m")
+        if rmse is not None and record["rte_m"] > 100 * max(rmse, 1e-9):  # georeferenced
+            lines.append(
+                "  (RTE, as the benchmarks define it, is the error at the coordinates' origin, "
+                "far from these clouds: RMSE is the error at their points)"
+            )
     return "\n".join(lines)
 
 
