@@ -77,7 +77,7 @@ from pcreg.io_formats import (
     read_rosbag,
     write_ply,
 )
-from pcreg.io_formats._common import check_file, check_suffix
+from pcreg.io_formats._common import check_file, check_suffix, human_size
 from pcreg.io_formats.arrays import read_kitti_bin, read_npy, read_npz, read_text
 from pcreg.io_formats.transform import (
     MAX_TRANSLATION,
@@ -331,14 +331,10 @@ def _check_read_memory(path: Path, suffix: str, cap: int) -> None:
     if need > cap:
         raise InputError(
             path,
-            f"too large to read under the memory cap: {_size(path.stat().st_size)} of "
-            f"{suffix[1:].upper()} needs about {_size(need)}, over {_size(cap)} (raise "
+            f"too large to read under the memory cap: {human_size(path.stat().st_size)} of "
+            f"{suffix[1:].upper()} needs about {human_size(need)}, over {human_size(cap)} (raise "
             "--max-memory, or thin the file)",
         )
-
-
-def _size(nbytes: float) -> str:
-    return f"{nbytes / 2**30:.1f} GiB" if nbytes >= 2**30 else f"{nbytes / 2**20:.1f} MiB"
 
 
 @overload

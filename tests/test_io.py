@@ -335,10 +335,20 @@ def test_an_npy_whose_header_declares_more_than_the_file_holds_is_truncated(tmp_
     )
     path = tmp_path / "lie.npy"
     path.write_bytes(head.getvalue() + np.zeros((10, 3)).tobytes())
+    for cap in (None, 2000):  # truncated, not "too large": a larger cap would not help
+        with pytest.raises(
+            ValueError,
+            match=r"lie.npy: truncated: its header declares shape "
+            r"\(20000000, 3\) \(480000000 bytes of data\), the file holds 240",
+        ):
+            io.read_points(path, max_memory=cap)
+
+
+def test_an_array_of_pickled_objects_is_not_called_truncated(tmp_path):
+    path = tmp_path / "objects.npy"
+    np.save(path, np.array([[object()] * 3] * 200, dtype=object), allow_pickle=True)
     with pytest.raises(
-        ValueError,
-        match=r"lie.npy: truncated: its header declares shape "
-        r"\(20000000, 3\) \(480000000 bytes of data\), the file holds 240",
+        ValueError, match=r"objects.npy: not a plain numeric .npy array \(pickled objects\)"
     ):
         io.read_points(path)
 

@@ -104,7 +104,11 @@ def main() -> None:
     pcreg.register(*kitti)  # and the outdoor network
     import open3d  # noqa: F401 - FPFH + RANSAC's library, loaded once per process
 
-    only = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv else ""
+    only = ""
+    if "--only" in sys.argv:
+        if sys.argv[-1] == "--only":
+            sys.exit("--only needs a text: the pairs whose name contains it")
+        only = sys.argv[sys.argv.index("--only") + 1]
     print("| pair | answer | s |\n|---|---|---:|")
     for name, src, ref, truth in pairs(rng):
         if only not in name:

@@ -37,6 +37,11 @@ def check_file(path: Path, formats: tuple[str, ...], what: str) -> str:
     return suffix
 
 
+def human_size(nbytes: float) -> str:
+    """``nbytes`` in GiB (from 1 GiB) or MiB, one decimal."""
+    return f"{nbytes / 2**30:.1f} GiB" if nbytes >= 2**30 else f"{nbytes / 2**20:.1f} MiB"
+
+
 def _one_line(text: object, limit: int = 200) -> str:
     """``text`` on one line, shortened to ``limit`` characters."""
     out = " ".join(str(text).split())

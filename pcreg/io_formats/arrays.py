@@ -9,18 +9,19 @@ from pathlib import Path
 import numpy as np
 
 from pcreg.errors import CorruptFileError, EmptyCloudError, InputError, ShapeError
+from pcreg.io_formats._common import human_size
 
 __all__ = ["read_kitti_bin", "read_npy", "read_npz", "read_text"]
 
 
-#: peak memory of reading a numpy array per byte of its data: the array, its float64 x, y, z
-#: and the validation's copy (as :func:`pcreg.io.read_points` charges other binary files)
-ARRAY_MEMORY_FACTOR = 3
+#: bytes per value that reading a numpy array takes beside the array itself: its float64
+#: x, y, z and the validation's copy (8 bytes each per value, whatever the file's dtype)
+ARRAY_COPY_BYTES = 16
 
 
 def _declared(path: Path, stream, what: str) -> tuple[tuple[int, ...], np.dtype, int]:
     """``(shape, dtype, data bytes)`` of the ``.npy`` header at the start of ``stream``, read
-    without the data."""
+    without the data; an array of pickled objects is refused here."""
     fmt = np.lib.format
     try:
         version = fmt.read_magic(stream)
@@ -30,6 +31,8 @@ def _declared(path: Path, stream, what: str) -> tuple[tuple[int, ...], np.dtype,
             shape, _, dtype = fmt.read_array_header_2_0(stream)
     except Exception as exc:
         raise CorruptFileError(path, f"not a plain numeric {what} array ({exc})") from exc
+    if dtype.hasobject:
+        raise CorruptFileError(path, f"not a plain numeric {what} array (pickled objects)")
     count = 1
     for n in shape:
         count *= int(n)
@@ -39,18 +42,17 @@ def _declared(path: Path, stream, what: str) -> tuple[tuple[int, ...], np.dtype,
 def _check_declared(path: Path, shape, nbytes: int, cap: int | None, what: str) -> None:
     """Refuse an array whose header declares more than ``cap`` bytes of reading (before any
     of its data is read or unpacked: 1.4 MB of deflated zeros can declare 1.4 GB)."""
-    need = nbytes * ARRAY_MEMORY_FACTOR
+    count = 1
+    for n in shape:
+        count *= int(n)
+    need = nbytes + ARRAY_COPY_BYTES * count
     if cap is not None and need > cap:
         raise InputError(
             path,
             f"too large to read under the memory cap: its {what} array declares shape "
-            f"{tuple(int(n) for n in shape)} ({_size(nbytes)}), which needs about "
-            f"{_size(need)}, over {_size(cap)} (raise --max-memory, or thin the file)",
+            f"{tuple(int(n) for n in shape)} ({human_size(nbytes)}), which needs about "
+            f"{human_size(need)}, over {human_size(cap)} (raise --max-memory, or thin the file)",
         )
-
-
-def _size(nbytes: float) -> str:
-    return f"{nbytes / 2**30:.1f} GiB" if nbytes >= 2**30 else f"{nbytes / 2**20:.1f} MiB"
 
 
 def read_npy(path: Path, cap: int | None = None) -> np.ndarray:
@@ -63,14 +65,14 @@ def read_npy(path: Path, cap: int | None = None) -> np.ndarray:
             offset = handle.tell()
     except OSError as exc:
         raise CorruptFileError(path, f"cannot be read as .npy ({exc})") from exc
-    _check_declared(path, shape, nbytes, cap, ".npy")
     present = path.stat().st_size - offset
-    if present < nbytes:
+    if present < nbytes:  # before the cap: a corrupt file is not called too large
         raise CorruptFileError(
             path,
             f"truncated: its header declares shape {tuple(int(n) for n in shape)} "
             f"({nbytes} bytes of data), the file holds {present}",
         )
+    _check_declared(path, shape, nbytes, cap, ".npy")
     try:
         return np.load(path, allow_pickle=False)
     except ValueError as exc:
