@@ -19,8 +19,8 @@ __all__ = ["read_kitti_bin", "read_npy", "read_npz", "read_text"]
 ARRAY_COPY_BYTES = 16
 
 
-def _declared(path: Path, stream, what: str) -> tuple[tuple[int, ...], np.dtype, int]:
-    """``(shape, dtype, data bytes)`` of the ``.npy`` header at the start of ``stream``, read
+def _declared(path: Path, stream, what: str) -> tuple[tuple[int, ...], int, int]:
+    """``(shape, values, data bytes)`` of the ``.npy`` header at the start of ``stream``, read
     without the data; an array of pickled objects is refused here."""
     fmt = np.lib.format
     try:
@@ -36,15 +36,13 @@ def _declared(path: Path, stream, what: str) -> tuple[tuple[int, ...], np.dtype,
     count = 1
     for n in shape:
         count *= int(n)
-    return shape, dtype, count * dtype.itemsize
+    return shape, count, count * dtype.itemsize
 
 
-def _check_declared(path: Path, shape, nbytes: int, cap: int | None, what: str) -> None:
-    """Refuse an array whose header declares more than ``cap`` bytes of reading (before any
-    of its data is read or unpacked: 1.4 MB of deflated zeros can declare 1.4 GB)."""
-    count = 1
-    for n in shape:
-        count *= int(n)
+def _check_declared(path: Path, shape, count: int, nbytes: int, cap: int | None, what: str) -> None:
+    """Refuse an array (``count`` values, ``nbytes`` of data) whose header declares more than
+    ``cap`` bytes of reading, before any of its data is read or unpacked (1.4 MB of deflated
+    zeros can declare 1.4 GB)."""
     need = nbytes + ARRAY_COPY_BYTES * count
     if cap is not None and need > cap:
         raise InputError(
@@ -61,7 +59,7 @@ def read_npy(path: Path, cap: int | None = None) -> np.ndarray:
     header declares, is refused before anything is allocated."""
     try:
         with open(path, "rb") as handle:
-            shape, _, nbytes = _declared(path, handle, ".npy")
+            shape, count, nbytes = _declared(path, handle, ".npy")
             offset = handle.tell()
     except OSError as exc:
         raise CorruptFileError(path, f"cannot be read as .npy ({exc})") from exc
@@ -72,7 +70,7 @@ def read_npy(path: Path, cap: int | None = None) -> np.ndarray:
             f"truncated: its header declares shape {tuple(int(n) for n in shape)} "
             f"({nbytes} bytes of data), the file holds {present}",
         )
-    _check_declared(path, shape, nbytes, cap, ".npy")
+    _check_declared(path, shape, count, nbytes, cap, ".npy")
     try:
         return np.load(path, allow_pickle=False)
     except ValueError as exc:
@@ -96,7 +94,7 @@ def read_npz(path: Path, cap: int | None = None) -> np.ndarray:
                 key = names[0]
             if key is not None:
                 with archive.open(members[key]) as member:
-                    shape, _, nbytes = _declared(path, member, f".npz '{key}'")
+                    shape, count, nbytes = _declared(path, member, f".npz '{key}'")
     except InputError:
         raise
     except Exception as exc:
@@ -105,7 +103,7 @@ def read_npz(path: Path, cap: int | None = None) -> np.ndarray:
         raise ShapeError(
             path, f"no 'points' array in the archive (keys: {', '.join(names) or 'none'})"
         )
-    _check_declared(path, shape, nbytes, cap, f".npz '{key}'")
+    _check_declared(path, shape, count, nbytes, cap, f".npz '{key}'")
     try:
         with np.load(path, allow_pickle=False) as archive:
             return archive[key]
