@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import re
 import sys
 
@@ -59,9 +60,39 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None, served_here: bool = False) -> int:
     """Entry point of the ``pcreg`` console script. Returns the process exit code.
-    ``served_here``: called by ``pcreg serve`` itself (never forwarded again)."""
-    from pcreg.errors import InputError, NotRegisteredError
+    ``served_here``: called by ``pcreg serve`` itself (never forwarded again).
 
+    After SIGTERM / SIGHUP the process leaves here, once Python's exit handlers have run
+    (:func:`_leave_after_signal`)."""
+    code = _main(argv, served_here)
+    if not served_here:
+        from pcreg._fs import received_signal
+
+        if received_signal() is not None:
+            _leave_after_signal(code)
+    return code
+
+
+def _leave_after_signal(code: int) -> None:
+    """Exit with ``code`` without the C++ libraries' static destructors. Open3D's memory
+    statistic (``MemoryManagerStatistic::~MemoryManagerStatistic``) calls ``exit(1)`` when
+    any of its tensors is still allocated, and a signal that interrupts Open3D leaves some:
+    a SIGTERMed ``pcreg register`` exited 1 instead of 143 in 3 of 40 runs (strace: the
+    ``exit_group(1)`` came from that destructor). Python's own exit handlers (Ray's
+    shutdown, logging) run first; the temporary files are gone already (``finally``)."""
+    import atexit
+
+    try:
+        atexit._run_exitfuncs()  # what interpreter shutdown would run before the destructors
+        for stream in (sys.stdout, sys.stderr):
+            if stream is not None:
+                stream.flush()
+    except BaseException:
+        pass
+    os._exit(code)
+
+
+def _main(argv: list[str] | None, served_here: bool) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not served_here:  # a running `pcreg serve` takes `pcreg register` (commands/_client)
         from pcreg.commands._client import forward
@@ -101,22 +132,33 @@ def main(argv: list[str] | None = None, served_here: bool = False) -> int:
             code = int(args.func(args))
         _flush_stdout()
         return code
+    except Terminated as err:
+        return _fail(str(err), int(err.code))
+    except BaseException as err:
+        signum = received_signal()
+        if signum is None or isinstance(err, KeyboardInterrupt):
+            return _unsignalled(err)
+        # a library caught the Terminated and raised its own error instead: Ray's ray.wait /
+        # ray.get raise SystemExit(1), and a pybind11 module (Open3D) whose import the signal
+        # interrupted raises ImportError; the finally blocks have run all the same
+        terminated = Terminated(signum)
+        return _fail(str(terminated), int(terminated.code))
+    finally:
+        sys.stdout = stdout
+
+
+def _unsignalled(err: BaseException) -> int:
+    """The exit code and one line for an error no signal caused (re-raises a SystemExit)."""
+    from pcreg.errors import InputError, NotRegisteredError
+
+    try:
+        raise err
     except InputError as err:
         return _fail(f"error: {err}", 2)
     except NotRegisteredError as err:
         return _fail(str(err), 3)
     except KeyboardInterrupt:
         return _fail("interrupted", 130)
-    except Terminated as err:
-        return _fail(str(err), int(err.code))
-    except SystemExit:
-        signum = received_signal()
-        if signum is None:
-            raise
-        # a library caught the Terminated and exited its own way (Ray's ray.wait / ray.get
-        # raise SystemExit(1) instead); the finally blocks have run all the same
-        terminated = Terminated(signum)
-        return _fail(str(terminated), int(terminated.code))
     except OSError as err:  # a user's file or stream: permissions, name too long, disk full
         if err.filename is not None or err.errno is not None:
             source = err.filename if err.filename is not None else _broken_stdout()
@@ -125,8 +167,6 @@ def main(argv: list[str] | None = None, served_here: bool = False) -> int:
         return _internal(err)
     except Exception as err:
         return _internal(err)
-    finally:
-        sys.stdout = stdout
 
 
 class _NamedStream:

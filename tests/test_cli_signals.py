@@ -168,3 +168,32 @@ def test_sigkill_of_the_driver_takes_its_local_cluster_along(
     proc.communicate(timeout=60)
     left = _gone(family, timeout=10)
     assert left == [], [(p.pid, p.name()) for p in left]
+
+
+_CONVERTED = """
+import os, signal, sys, time
+import pcreg.cli as cli
+import pcreg.commands.register as register
+
+def command(_args):
+    try:  # a pybind11 module whose import the signal interrupts turns it into ImportError
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(30)
+    except SystemExit as err:
+        raise {error}("initialization failed") from err
+    return 0
+
+register.run = command
+sys.exit(cli.main(["register", sys.argv[1], sys.argv[1]], served_here=True))
+"""
+
+
+@pytest.mark.parametrize("error", ["ImportError", "ValueError", "SystemExit"])
+def test_a_signal_a_library_turned_into_its_own_error_is_still_exit_143(error, rooms):
+    """A signal during ``import open3d`` reached the user as ``internal error: ImportError``
+    (pybind11 turns any exception of a module's initialisation into ImportError)."""
+    code = _CONVERTED.format(error=error)
+    proc = subprocess.run([sys.executable, "-c", code, str(rooms[0])], cwd=REPO,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert proc.returncode == 143, proc.stderr[-3000:]
+    assert proc.stderr.strip() == "pcreg: terminated by SIGTERM"
