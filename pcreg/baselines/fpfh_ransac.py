@@ -8,18 +8,16 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from pcreg.baselines.icp import downsample_with_normals, icp_refine
+from pcreg.baselines.ransac_cost import checker_pass_share, iteration_cap
 
 __all__ = [
-    "SLOW_ITERATION_S",
     "ClassicalResult",
     "fpfh_ransac",
-    "iteration_cap",
 ]
 
 logger = logging.getLogger(__name__)
@@ -37,8 +35,10 @@ class ClassicalResult:
         fitness: fraction of downsampled source points with a reference point within the
             inlier distance after alignment.
         inlier_rmse: RMSE of those inliers, metres.
-        timings: seconds per stage (``features``, ``matching``, ``ransac_probe`` with a
+        timings: seconds per stage (``features``, ``matching``, ``ransac_share`` with a
             budget, ``ransac``, ``icp``).
+        iterations: RANSAC's iteration cap (``max_iterations``, or fewer under a budget);
+            a run that converges stops before it.
     """
 
     transform: np.ndarray
@@ -47,6 +47,7 @@ class ClassicalResult:
     fitness: float
     inlier_rmse: float
     timings: dict[str, float] = field(default_factory=dict)
+    iterations: int = 0
 
 
 def _prepare(points: np.ndarray, voxel_size: float, keep: int | None = None, seed: int = 0):
@@ -67,38 +68,6 @@ def _prepare(points: np.ndarray, voxel_size: float, keep: int | None = None, see
         whole = o3d.pipelines.registration.compute_fpfh_feature(down, param)
         fpfh.data = np.asarray(whole.data)[:, idx]
     return down.select_by_index(idx), fpfh
-
-
-#: the timed run of :func:`iteration_cap`
-PROBE_ITERATIONS = 1000
-#: an iteration this slow (seconds) pays for a validation nearly every time: every 3-point
-#: sample passes the checkers. Measured on the 2-core AMD EPYC, nothing else running: the
-#: Stanford bunny's mesh against its mirror image about 200 us per iteration; real pairs
-#: 2.5-3 us (3DMatch demo pair, KITTI 01 at 5,000 queries) and 10-29 us (the zero-shot
-#: benchmark's bunny range-scan pairs, which converge before 100,000 where they register).
-#: A run is capped only above this, so that a busy machine (each iteration 1.5-2x slower)
-#: does not cap a real pair.
-SLOW_ITERATION_S = 80e-6
-
-
-def iteration_cap(ransac: Callable[[int], object], max_iterations: int, budget_s: float) -> int:
-    """RANSAC's iteration cap for ``ransac(iterations)``: ``max_iterations``, unless a timed
-    run of :data:`PROBE_ITERATIONS` takes over :data:`SLOW_ITERATION_S` per iteration and the
-    whole run would exceed ``budget_s`` seconds; then the iterations that fit in it (at least
-    :data:`PROBE_ITERATIONS`). A run that converges early is timed short and keeps the cap.
-    The cap depends on the machine's speed only for such slow pairs, which have no consensus
-    to find (a mirror image, a slide)."""
-    if max_iterations <= PROBE_ITERATIONS:
-        return max_iterations
-    t0 = time.perf_counter()
-    ransac(PROBE_ITERATIONS)
-    each = (time.perf_counter() - t0) / PROBE_ITERATIONS
-    if each <= SLOW_ITERATION_S or each * max_iterations <= budget_s:
-        return max_iterations
-    fit = max(PROBE_ITERATIONS, int(budget_s / each))
-    logger.info("RANSAC: %.0f us per iteration, capped at %d iterations (%.1f s budget)",
-                each * 1e6, fit, budget_s)  # fmt: skip
-    return fit
 
 
 def fpfh_ransac(
@@ -131,18 +100,17 @@ def fpfh_ransac(
             3.3 s at 100k iterations and 3.2 s at 1k, 0.6 s for 5k source points (2-core
             AMD EPYC, Open3D 0.20).
         budget_s: RANSAC's iterations are capped so that they take about this many seconds
-            after a timed run of :data:`PROBE_ITERATIONS` (None: ``max_iterations`` alone;
-            ignored with ``mutual_filter``, which Open3D matches itself). Where the cap
-            applies it depends on the machine's speed, so such a pair is reproducible per
-            ``seed`` only on one machine. A pair whose every 3-point sample passes the
-            checkers pays for a validation at each iteration: an object against its mirror
-            image (a triangle and its mirror image are congruent), a corridor or a floor
-            (every sample slides). The Stanford bunny's 1,889 mesh vertices against their
-            mirror image took 7.5 s at 100,000 iterations (about 200 us each), where real
-            pairs take 0.25-0.3 s for 100,000 (3DMatch demo pair, KITTI 01 at 5,000 queries).
-            :func:`iteration_cap` times a short run first and lowers the cap only where
-            each iteration is that slow and the whole run would exceed the budget; any other
-            pair runs as without one.
+            (None: ``max_iterations`` alone; ignored with ``mutual_filter``, which Open3D
+            matches itself). A pair whose every 3-point sample passes the checkers pays for
+            a validation at each iteration: an object against its mirror image (a triangle
+            and its mirror image are congruent), a corridor or a floor (every sample
+            slides). The Stanford bunny's 1,889 mesh vertices against their mirror image
+            took 7.5 s at 100,000 iterations (about 200 us each), where real pairs take
+            0.25-0.3 s for 100,000 (3DMatch demo pair, KITTI 01 at 5,000 queries). The
+            cap follows from the share of seeded samples that pass the checkers
+            (:mod:`pcreg.baselines.ransac_cost`), never from a timing, so a pair's result
+            is the same on every machine; any pair that is not that slow runs as without
+            a budget.
     """
     import open3d as o3d
 
@@ -156,6 +124,7 @@ def fpfh_ransac(
     dist = 1.5 * voxel_size
     start = time.perf_counter()
     estimation = reg.TransformationEstimationPointToPoint(False)
+    iterations = max_iterations
     checkers = [
         reg.CorrespondenceCheckerBasedOnEdgeLength(0.9),
         reg.CorrespondenceCheckerBasedOnDistance(dist),
@@ -171,21 +140,24 @@ def fpfh_ransac(
         # RANSAC, in the same time
         corres = reg.correspondences_from_features(src_fpfh, ref_fpfh, False)
 
-        def ransac(iterations: int):
-            o3d.utility.random.seed(int(seed))
-            return reg.registration_ransac_based_on_correspondence(
-                src_down, ref_down, corres, dist, estimation, 3, checkers,
-                reg.RANSACConvergenceCriteria(iterations, confidence),
-            )  # fmt: skip
-
         timings["matching"] = time.perf_counter() - start
         start = time.perf_counter()
-        iterations = max_iterations
         if budget_s is not None:
-            iterations = iteration_cap(ransac, max_iterations, budget_s)
-            timings["ransac_probe"] = time.perf_counter() - start
+            share = checker_pass_share(
+                np.asarray(src_down.points), np.asarray(ref_down.points),
+                np.asarray(corres), dist, seed=seed,
+            )  # fmt: skip
+            iterations = iteration_cap(len(corres), share, max_iterations, budget_s)
+            if iterations < max_iterations:
+                logger.info("RANSAC: %.3f of the samples pass the checkers, capped at %d "
+                            "iterations (%.1f s budget)", share, iterations, budget_s)  # fmt: skip
+            timings["ransac_share"] = time.perf_counter() - start
             start = time.perf_counter()
-        result = ransac(iterations)
+        o3d.utility.random.seed(int(seed))
+        result = reg.registration_ransac_based_on_correspondence(
+            src_down, ref_down, corres, dist, estimation, 3, checkers,
+            reg.RANSACConvergenceCriteria(iterations, confidence),
+        )  # fmt: skip
     timings["ransac"] = time.perf_counter() - start
     corr = np.asarray(result.correspondence_set, dtype=np.int64).reshape(-1, 2)
     src_corr = np.asarray(src_down.points)[corr[:, 0]]
@@ -208,4 +180,4 @@ def fpfh_ransac(
         len(corr),
         sum(timings.values()),
     )
-    return ClassicalResult(transform, src_corr, ref_corr, fitness, rmse, timings)
+    return ClassicalResult(transform, src_corr, ref_corr, fitness, rmse, timings, iterations)

@@ -91,7 +91,7 @@ logger = logging.getLogger(__name__)
 METHODS = ("auto", "geotransformer", "fpfh-ransac")
 #: FPFH + RANSAC's time budget for its iterations (``fpfh_ransac``'s ``budget_s``) on a pair
 #: whose every sample passes RANSAC's checkers (an object against its mirror image): those
-#: run fewer iterations (:data:`pcreg.baselines.fpfh_ransac.SLOW_ITERATION_S`), every other
+#: run fewer iterations (:func:`pcreg.baselines.ransac_cost.iteration_cap`), every other
 #: pair its full count
 RANSAC_SECONDS = 1.0
 #: a network whose voxel is at least this (metres) works at street scale (the shipped
