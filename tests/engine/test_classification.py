@@ -14,13 +14,17 @@ from pcreg.errors import CorruptFileError, MissingFileError
 
 
 def test_short_training_learns_and_evaluate_reproduces_it(tmp_path, capsys):
+    """A one-layer ViT, 8 epochs: 0.77 test accuracy (chance 0.1) in 15 s as a whole process
+    on 2 cores, where the preset's four layers needed 12 epochs and 25 s for 0.82; the four
+    layers are trained (one epoch) by the rollout test below."""
     out = tmp_path / "run"
     args = [
         "vit",
         "train",
         "experiment=vit_digits",
         f"out_dir={out}",
-        "train.epochs=12",
+        "model.depth=1",
+        "train.epochs=8",
         "train.warmup_epochs=2",
         "rollout_images=6",
     ]
