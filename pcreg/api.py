@@ -41,7 +41,9 @@ __all__ = [
 ]
 
 
-def as_points(cloud: Any, name: str, infos: list | None = None) -> np.ndarray:
+def as_points(
+    cloud: Any, name: str, infos: list | None = None, max_memory: int | str | None = None
+) -> np.ndarray:
     """``(N, 3) float64`` from a path, array, tensor or Open3D cloud; errors name ``name``
     (or the file).
 
@@ -53,9 +55,13 @@ def as_points(cloud: Any, name: str, infos: list | None = None) -> np.ndarray:
     Invalid points (NaN/Inf coordinates) are dropped, from a file as from an array, with a
     warning that counts them (and says so when most of the cloud is invalid); a cloud with no
     valid point is an :class:`~pcreg.errors.EmptyCloudError`. ``infos``: gets what reading
-    did, a :class:`~pcreg.io.ReadInfo` (``dropped_invalid``: the points dropped)."""
+    did, a :class:`~pcreg.io.ReadInfo` (``dropped_invalid``: the points dropped).
+    ``max_memory``: what reading a file may take (bytes or a size such as ``"8G"``; None: the
+    reader's 4 GiB)."""
     if isinstance(cloud, (str, os.PathLike)):
-        points, info = read_points(cloud, return_info=True)
+        from pcreg.registration.resources import read_cap
+
+        points, info = read_points(cloud, return_info=True, max_memory=read_cap(max_memory))
         if infos is not None:
             infos.append(info)
         return points
@@ -206,7 +212,8 @@ def register(
         os.fspath(ref) if isinstance(ref, (str, os.PathLike)) else "ref",
     )
     infos = []
-    src_pts, ref_pts = as_points(src, names[0], infos), as_points(ref, names[1], infos)
+    src_pts = as_points(src, names[0], infos, max_memory)
+    ref_pts = as_points(ref, names[1], infos, max_memory)
     check_counts(src_pts, ref_pts, names)  # before any reading of the units divides by extent
     options = {"method": method, "icp": icp, "voxel_size": voxel_size, "device": device}
     pipe = pipeline(
@@ -308,6 +315,7 @@ def map(  # the package's verb, pcreg.map(scans); the builtin is not used in thi
     from pcreg.io_formats.listing import scan_list
     from pcreg.mapping import build_map, write_map
     from pcreg.mapping.outputs import check_out_dir
+    from pcreg.registration.resources import read_cap
 
     if isinstance(scans, (str, os.PathLike)):
         scans = scan_list([scans])
@@ -315,7 +323,7 @@ def map(  # the package's verb, pcreg.map(scans); the builtin is not used in thi
     for k, scan in enumerate(scans):
         if isinstance(scan, (str, os.PathLike)):
             names.append(os.fspath(scan))
-            clouds.append(read_points(scan, nan_policy=nan_policy))
+            clouds.append(read_points(scan, nan_policy=nan_policy, max_memory=read_cap(max_memory)))
         else:
             names.append(f"scan {k}")
             clouds.append(as_points(scan, f"scan {k}"))

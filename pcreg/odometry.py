@@ -255,9 +255,10 @@ def run_odometry(
         if device != "cpu":
             raise InputError("device", "parallel odometry runs on the CPU (--device cpu)")
         from pcreg.io import read_points
+        from pcreg.registration.resources import read_cap
 
         for name in names:  # a bad scan is reported before the cluster starts
-            read_points(name, nan_policy=nan_policy)
+            read_points(name, nan_policy=nan_policy, max_memory=read_cap(max_memory))
         relative, times, used, reasons = _on_ray(
             names, model, method, icp, voxel_size, workers, address, progress, max_memory,
             nan_policy,
@@ -289,10 +290,12 @@ def _through_graph(names, options, neighbours, workers, address, progress) -> Od
     """The sequence through a map's pose graph, split into segments (module docstring)."""
     from pcreg.io import read_points
     from pcreg.mapping import place_segments, sequence_edges
+    from pcreg.registration.resources import read_cap
 
     if neighbours < 1:
         raise InputError("neighbours", f"must be at least 1, got {neighbours}")
-    clouds = [read_points(n, nan_policy=options.nan_policy) for n in names]
+    cap = read_cap(options.max_memory)
+    clouds = [read_points(n, nan_policy=options.nan_policy, max_memory=cap) for n in names]
     edges, _ = sequence_edges(
         clouds, names, options, neighbours=neighbours, workers=workers, address=address,
         progress=progress,
@@ -326,6 +329,7 @@ def _through_graph(names, options, neighbours, workers, address, progress) -> Od
 def _serial(names, model, method, icp, voxel_size, device, progress, max_memory, nan_policy):
     from pcreg.api import pipeline
     from pcreg.io import read_points
+    from pcreg.registration.resources import read_cap
 
     register = pipeline(
         model,
@@ -336,9 +340,10 @@ def _serial(names, model, method, icp, voxel_size, device, progress, max_memory,
         max_memory=max_memory,
     )
     relative, times, used, reasons = [], [], model, []
-    previous = read_points(names[0], nan_policy=nan_policy)
+    cap = read_cap(max_memory)
+    previous = read_points(names[0], nan_policy=nan_policy, max_memory=cap)
     for k in tqdm(range(1, len(names)), desc="odometry", unit="scan", disable=not progress):
-        current = read_points(names[k], nan_policy=nan_policy)
+        current = read_points(names[k], nan_policy=nan_policy, max_memory=cap)
         result = register(current, previous, (names[k], names[k - 1]))
         used = result.model or used
         relative.append(result.transform if result.registered else _BROKEN)

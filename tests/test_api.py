@@ -232,3 +232,11 @@ def test_tensors_on_the_meta_device_or_in_bfloat16_are_handled(rng):
     got = as_points(torch.tensor(pts, dtype=torch.bfloat16), "src")
     assert got.dtype == np.float64 and got.shape == (500, 3)
     assert np.allclose(got, pts, atol=0.02)  # bfloat16 keeps ~3 significant digits
+
+
+def test_max_memory_caps_the_reading_of_files(tmp_path, rng):
+    """``register(path, path, max_memory=...)`` reads the files under that cap too."""
+    for name in ("a", "b"):
+        np.save(tmp_path / f"{name}.npy", rng.uniform(0, 3, (2000, 3)))
+    with pytest.raises(InputError, match=r"a.npy: too large to read under the memory cap"):
+        pcreg.register(tmp_path / "a.npy", tmp_path / "b.npy", max_memory="20K")

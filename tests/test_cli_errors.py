@@ -4,6 +4,7 @@ pair."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -145,3 +146,42 @@ def test_the_formats_own_suffixes_in_any_case_pass_the_check(tmp_path):
 
     check_kinds(pictures=[tmp_path / "a.PNG", None], pages=[tmp_path / "b.htm", None])
     check_kinds(pictures=[tmp_path / "a.png"], pages=[tmp_path / "b.HTML"])
+
+
+@pytest.mark.parametrize("command", ["view", "odometry", "map"])
+def test_max_memory_caps_the_reading_of_every_command(tmp_path, rng, capsys, command):
+    """``--max-memory`` reaches the readers of ``view``, ``odometry`` and ``map`` as it does
+    ``register``'s (they read under the fixed 4 GiB before, so "raise --max-memory" in the
+    refusal did nothing); a cap the files fit under lets them through."""
+    from pcreg.cli import main
+
+    scans = []
+    for name in ("a", "b", "c"):
+        np.save(tmp_path / f"{name}.npy", rng.uniform(0, 3, (2000, 3)))  # 47 KiB each
+        scans.append(str(tmp_path / f"{name}.npy"))
+    tail = {"view": ["--render", str(tmp_path / "v.png")], "odometry": [],
+            "map": ["--out", str(tmp_path / "map"), "--workers", "1"]}[command]  # fmt: skip
+    argv = [command, *scans[: 2 if command != "map" else 3], *tail]
+    assert main([*argv, "--max-memory", "20K"]) == 2
+    line = _one_error_line(capsys.readouterr().err)
+    assert "a.npy: too large to read under the memory cap" in line and "KiB" in line, line
+    if command == "view":  # the same files under a cap they fit in
+        assert main([*argv, "--max-memory", "1M"]) == 0
+        assert (tmp_path / "v.png").stat().st_size > 1000
+
+
+def test_a_batch_pair_over_the_memory_cap_fails_with_the_reason(tmp_path, rng, capsys):
+    """``pcreg batch --max-memory``: the pair's reading is refused under the cap, the pair is
+    recorded as failed with the reader's reason, and the run goes on."""
+    from pcreg.cli import main
+
+    for name in ("a", "b"):
+        np.save(tmp_path / f"{name}.npy", rng.uniform(0, 3, (2000, 3)))
+    (tmp_path / "pairs.csv").write_text("id,src,ref\np,a.npy,b.npy\n")
+    out = tmp_path / "out"
+    main(["batch", str(tmp_path / "pairs.csv"), "--out", str(out), "--workers", "1",
+          "--max-memory", "20K"])  # fmt: skip
+    capsys.readouterr()
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert [r["status"] for r in rows] == ["failed"], rows
+    assert "too large to read under the memory cap" in json.dumps(rows)

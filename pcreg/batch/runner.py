@@ -197,7 +197,7 @@ def register_file(job: dict, options: BatchOptions, networks: dict) -> dict:
     row: dict[str, Any] = {"id": job["id"], "src": job["src"], "ref": job["ref"]}
     try:
         pipe = _worker_pipeline(options, networks)
-        src, ref = _read(job["src"], options.nan_policy), _read(job["ref"], options.nan_policy)
+        src, ref = _read(job["src"], options), _read(job["ref"], options)
         result = pipe(src, ref, (job["src"], job["ref"]))
         _read_load_for_the_next_pair()
     except InputError as err:
@@ -212,16 +212,18 @@ def register_file(job: dict, options: BatchOptions, networks: dict) -> dict:
     return row
 
 
-def _read(path: str, nan_policy: str = "drop") -> np.ndarray:
-    """A cloud of a manifest: any format :func:`pcreg.io.read_points` reads, and 3DMatch
-    metadata's ``.pth`` fragments (:func:`pcreg.data.threedmatch.load_fragment`)."""
+def _read(path: str, options: BatchOptions) -> np.ndarray:
+    """A cloud of a manifest: any format :func:`pcreg.io.read_points` reads (with the
+    options' NaN policy and memory cap), and 3DMatch metadata's ``.pth`` fragments
+    (:func:`pcreg.data.threedmatch.load_fragment`)."""
     if path.endswith(".pth"):
         from pcreg.data.threedmatch import load_fragment
 
         return load_fragment(path)
     from pcreg.io import read_points
+    from pcreg.registration.resources import read_cap
 
-    return read_points(path, nan_policy=nan_policy)
+    return read_points(path, nan_policy=options.nan_policy, max_memory=read_cap(options.max_memory))
 
 
 def register_arrays(

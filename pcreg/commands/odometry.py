@@ -13,6 +13,7 @@ from pcreg.commands._common import (
     check_kinds,
     check_outputs,
     nan_policy,
+    read_options,
 )
 
 __all__ = ["add_parser", "run"]
@@ -136,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
     if args.render is not None:  # a top-down (x-y) map: the LiDAR frame's z is up
         # only segment 0 shares the first scan's frame: a later one would overlay it wrongly
         first = np.flatnonzero(result.segments == 0).tolist()
-        scans = [read_points(args.scans[k], nan_policy=nan_policy(args)) for k in first]
+        scans = [read_points(args.scans[k], **read_options(args)) for k in first]
         title = f"pcreg odometry ({args.method}, {result.model}): {len(scans)} scans"
         if not result.complete:
             title += f" of {len(args.scans)} (segment 0 only)"

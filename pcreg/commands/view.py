@@ -13,7 +13,7 @@ from pcreg.commands._common import (
     add_report_arguments,
     check_kinds,
     check_outputs,
-    nan_policy,
+    read_options,
 )
 
 __all__ = ["add_parser", "run"]
@@ -35,6 +35,12 @@ def add_parser(sub) -> None:
         "--force", action="store_true", help="replace an existing --render PNG or --report page"
     )
     add_input_arguments(cmd)
+    cmd.add_argument(
+        "--max-memory",
+        default=None,
+        metavar="SIZE",
+        help="refuse a file whose reading would take more than SIZE, e.g. 8G (default: 4G)",
+    )
     cmd.set_defaults(func=run)
 
 
@@ -50,8 +56,8 @@ def run(args: argparse.Namespace) -> int:
         check_display("pcreg view", "--render PNG or --report HTML to write a picture")
     from pcreg.registration.checks import MAX_SCALE_RATIO, cloud_extent
 
-    src = read_points(args.src, nan_policy=nan_policy(args))
-    ref = read_points(args.ref, nan_policy=nan_policy(args))
+    src = read_points(args.src, **read_options(args))
+    ref = read_points(args.ref, **read_options(args))
     given = read_transform(args.transform) if args.transform is not None else None
     transform = given if given is not None else np.eye(4)
     extents = sorted([cloud_extent(src), cloud_extent(ref)])

@@ -53,6 +53,7 @@ __all__ = [
     "estimate_memory",
     "footprint_of",
     "parse_size",
+    "read_cap",
 ]
 
 logger = logging.getLogger(__name__)
@@ -160,6 +161,13 @@ def parse_size(text: str | int | float, name: str = "max_memory") -> int:
     if not (np.isfinite(size) and size > 0):
         raise InputError(name, f"must be a positive size, got {text!r}")
     return int(size)
+
+
+def read_cap(max_memory: str | int | float | None, name: str = "max_memory") -> int | None:
+    """The ``max_memory`` of :func:`pcreg.io.read_points` for a pair's cap (bytes, or a size
+    such as ``"8G"``): the same number of bytes, or None (the reader's own default) for
+    None. One cap covers the reading and the registration of each cloud."""
+    return None if max_memory is None else parse_size(max_memory, name)
 
 
 #: fewest superpoints per cloud the learned path is run with. Measured with the shipped
