@@ -31,7 +31,14 @@ from pathlib import Path
 
 from pcreg.errors import OutputExistsError, UnwritableOutputError
 
-__all__ = ["Terminated", "atomic_output", "check_writable", "received_signal", "signals_raise"]
+__all__ = [
+    "Terminated",
+    "atomic_output",
+    "check_writable",
+    "forget_signals",
+    "received_signal",
+    "signals_raise",
+]
 
 _TEMP_MARK = "pcreg"
 
@@ -273,6 +280,12 @@ def received_signal() -> int | None:
     own wait and raises a ``SystemExit`` of its own instead (Ray's ``ray.wait`` and ``ray.get``
     turn it into ``SystemExit(1)``) loses the exit code; the caller finds the signal here."""
     return _RECEIVED[-1] if _RECEIVED else None
+
+
+def forget_signals() -> None:
+    """Forget the signals :func:`signals_raise` recorded (:func:`received_signal` is None
+    until the next one): a command line's entry point starts with none."""
+    _RECEIVED.clear()
 
 
 @contextlib.contextmanager

@@ -64,12 +64,13 @@ def main(argv: list[str] | None = None, served_here: bool = False) -> int:
 
     After SIGTERM / SIGHUP the process leaves here, once Python's exit handlers have run
     (:func:`_leave_after_signal`)."""
-    code = _main(argv, served_here)
-    if not served_here:
-        from pcreg._fs import received_signal
+    from pcreg._fs import forget_signals, received_signal
 
-        if received_signal() is not None:
-            _leave_after_signal(code)
+    if not served_here:  # a signal an earlier call in this process took is not this one's
+        forget_signals()
+    code = _main(argv, served_here)
+    if not served_here and received_signal() is not None:
+        _leave_after_signal(code)
     return code
 
 
@@ -142,6 +143,7 @@ def _main(argv: list[str] | None, served_here: bool) -> int:
         # ray.get raise SystemExit(1), and a pybind11 module (Open3D) whose import the signal
         # interrupted raises ImportError; the finally blocks have run all the same
         terminated = Terminated(signum)
+        logger.debug("%s; what was raised then:", terminated, exc_info=True)
         return _fail(str(terminated), int(terminated.code))
     finally:
         sys.stdout = stdout

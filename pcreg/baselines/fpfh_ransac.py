@@ -136,8 +136,8 @@ def fpfh_ransac(
         )  # fmt: skip
     else:
         # Open3D's own matching (each source feature's nearest reference feature), done
-        # once so that the timed run shares it: the same answer as its feature-matching
-        # RANSAC, in the same time
+        # here so that the cap's share of passing samples is taken on the same matches: the
+        # same answer as its feature-matching RANSAC, in the same time
         corres = reg.correspondences_from_features(src_fpfh, ref_fpfh, False)
 
         timings["matching"] = time.perf_counter() - start

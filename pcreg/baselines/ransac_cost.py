@@ -3,8 +3,8 @@
 Each iteration of ``registration_ransac_based_on_correspondence`` draws three
 correspondences and runs the checkers (edge length 0.9, then the 1.5-voxel distance after
 the three-point fit); a sample that passes is validated against every correspondence. The
-time of an iteration is therefore about ``a * n + b * share * n`` for ``n`` correspondences
-of which a sample passes with probability ``share``. Where every sample passes (an object
+time of an iteration is therefore about ``a + b * share * n`` for ``n`` correspondences of
+which a sample passes with probability ``share``. Where every sample passes (an object
 against its mirror image: a triangle and its mirror image are congruent; a floor, where
 every sample slides) the validations dominate and a 100,000-iteration run takes seconds
 with nothing to find.
@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = [
-    "MATCH_S",
+    "ITERATION_S",
     "MIN_ITERATIONS",
     "SHARE_SAMPLES",
     "SLOW_ITERATION_S",
@@ -34,16 +34,19 @@ __all__ = [
 
 #: seeded 3-correspondence samples whose checks estimate the share that passes
 SHARE_SAMPLES = 2000
-#: seconds per correspondence per iteration, whether the sample passes or not, and
-MATCH_S = 1.0e-9
-#: seconds per correspondence of each validation (a sample that passed the checkers): a
-#: least-squares fit to 2,000-iteration runs (confidence 1, medians of 3) on the 2-core AMD
-#: EPYC, nothing else running, measured / predicted in us per iteration: the suite's room
-#: pairs 22 / 16 and 18 / 24 (15.7k matches, a share of 0.000-0.001), the 3DMatch demo pair
-#: 10 / 12, it against its mirror image 247 / 223 (share 0.111), the bunny's mesh against
-#: its mirror image 214 / 191 (0.201), two bunny range scans at 4 m 116 / 134 (7,440 matches,
-#: 0.034), KITTI 94-95 at 0.3 m 110 / 112 (17k matches) and 41 / 23 at 5,000 queries. Every
-#: pair falls on the same side of :data:`SLOW_ITERATION_S` measured and predicted.
+#: seconds of an iteration whose sample fails the checkers (three draws, a three-point fit),
+#: however many correspondences there are, and
+ITERATION_S = 15e-6
+#: seconds per correspondence of each validation (a sample that passed the checkers). Fitted
+#: to 2,000-iteration runs (confidence 1, medians of 3) on the 2-core AMD EPYC, nothing else
+#: running, measured / predicted in us per iteration: the suite's room pairs 22 / 15 and
+#: 18 / 23 (15.7k matches, a share of 0.000-0.001), the 3DMatch demo pair 10 / 23, it against
+#: its mirror image 247 / 234 (share 0.111), the bunny's mesh against its mirror image
+#: 214 / 204 (0.201), two bunny range scans at 4 m 116 / 141 (7,440 matches, 0.034), KITTI
+#: 94-95 at 0.3 m 110 / 110 (17k matches, 0.011) and 41 / 33 at 5,000 queries. Every pair
+#: falls on the same side of :data:`SLOW_ITERATION_S` measured and predicted. (Without a
+#: validation an iteration's cost does not grow with the matches: a term per match and
+#: iteration capped a 100k-match pair whose samples never pass.)
 VALIDATION_S = 0.5e-6
 #: a predicted iteration this slow pays for a validation nearly every time; a run is capped
 #: only above it (the line the timed cap before this one drew)
@@ -77,7 +80,7 @@ def checker_pass_share(
         the share in [0, 1]; 0.0 without correspondences.
     """
     corres = np.asarray(corres, dtype=np.int64).reshape(-1, 2)
-    if len(corres) == 0:
+    if len(corres) == 0 or samples < 1:
         return 0.0
     tri = corres[np.random.default_rng(abs(int(seed))).integers(0, len(corres), (samples, 3))]
     return float(samples_pass(src, ref, tri, distance, edge_similarity).mean())
@@ -87,10 +90,12 @@ def samples_pass(
     src: np.ndarray, ref: np.ndarray, tri: np.ndarray, distance: float, edge_similarity: float
 ) -> np.ndarray:
     """``(S,) bool``: whether each sample ``tri (S, 3, 2)`` (three source / reference index
-    pairs) passes the edge-length and the distance checks (see :func:`checker_pass_share`)."""
+    pairs) passes the edge-length and the distance checks (see :func:`checker_pass_share`);
+    a sample with a non-finite point does not."""
     samples = len(tri)
     p, q = src[tri[..., 0]], ref[tri[..., 1]]  # (S, 3, 3): three points each
-    ok = np.ones(samples, dtype=bool)
+    ok = np.isfinite(p).all(axis=(1, 2)) & np.isfinite(q).all(axis=(1, 2))
+    p, q = np.where(ok[:, None, None], p, 0.0), np.where(ok[:, None, None], q, 0.0)
     for a, b in ((0, 1), (1, 2), (2, 0)):
         ds = np.linalg.norm(p[:, a] - p[:, b], axis=1)
         dt = np.linalg.norm(q[:, a] - q[:, b], axis=1)
@@ -109,8 +114,9 @@ def samples_pass(
 
 def predicted_iteration_s(matches: int, share: float) -> float:
     """Seconds per RANSAC iteration over ``matches`` correspondences of which a sample
-    passes the checkers with probability ``share`` (:data:`MATCH_S`, :data:`VALIDATION_S`)."""
-    return matches * (MATCH_S + share * VALIDATION_S)
+    passes the checkers with probability ``share`` (:data:`ITERATION_S`,
+    :data:`VALIDATION_S`)."""
+    return ITERATION_S + share * matches * VALIDATION_S
 
 
 def iteration_cap(matches: int, share: float, max_iterations: int, budget_s: float) -> int:

@@ -172,6 +172,18 @@ def test_the_numpy_checks_are_open3d_s_checkers(room_pair, case):
         assert 20 <= theirs.sum() <= 380, theirs.sum()  # both outcomes are checked
 
 
+def test_a_sample_with_a_non_finite_point_fails_and_the_others_are_decided():
+    from pcreg.baselines.ransac_cost import checker_pass_share, samples_pass
+
+    pts = np.random.default_rng(0).uniform(0, 1, (10, 3))
+    bad = pts.copy()
+    bad[0] = np.nan
+    tri = np.array([[[0, 0], [1, 1], [2, 2]], [[3, 3], [4, 4], [5, 5]]])
+    np.testing.assert_array_equal(samples_pass(pts, pts, tri, 0.01, 0.9), [True, True])
+    np.testing.assert_array_equal(samples_pass(bad, pts, tri, 0.01, 0.9), [False, True])
+    assert checker_pass_share(pts, pts, np.zeros((0, 2)), 0.01) == 0.0
+
+
 def test_the_iteration_cap_follows_the_predicted_cost():
     """``iteration_cap``: the full count unless the predicted iteration is slow (nearly every
     sample validated) and the whole run exceeds the budget; then the iterations that fit.
@@ -183,8 +195,9 @@ def test_the_iteration_cap_follows_the_predicted_cost():
         predicted_iteration_s,
     )
 
-    # a room pair: 15,682 matches, no sample passes: not capped
+    # a room pair: 15,682 matches, no sample passes: not capped, nor with 200,000 matches
     assert iteration_cap(15_682, 0.0, 100_000, 1.0) == 100_000
+    assert iteration_cap(200_000, 0.0, 100_000, 1.0) == 100_000
     # a real pair whose samples pass now and then (KITTI, 5,000 queries): not capped
     assert iteration_cap(5_000, 0.011, 100_000, 1.0) == 100_000
     # a mirror image (a fifth of the samples pass): capped to the budget
