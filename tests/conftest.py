@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -23,7 +25,6 @@ os.environ["PCREG_NO_SERVER"] = "1"
 if "PCREG_CACHE_DIR" not in os.environ:
     import atexit
     import shutil
-    import tempfile
 
     from pcreg.registration.onnx_loading import export_folder
 
@@ -37,6 +38,58 @@ if "PCREG_CACHE_DIR" not in os.environ:
             shutil.rmtree(Path(_CACHE) / "onnx" / _made.name, ignore_errors=True)
     os.environ["PCREG_CACHE_DIR"] = _CACHE
     atexit.register(shutil.rmtree, _CACHE, True)
+
+
+#: held while this test process runs local Ray clusters (see :func:`_ray_turn`)
+_RAY_LOCK = Path(tempfile.gettempdir()) / "pcreg-tests-ray.lock"
+_RAY_HELD = [0]
+
+
+@contextlib.contextmanager
+def _ray_turn():
+    """This process's turn to start Ray clusters: one test process at a time on the machine
+    (``make test`` runs two pytest-xdist workers, and two local clusters side by side can
+    collide on Ray's fixed default ports, e.g. its dashboard agent's 52365). A lock file
+    (``flock``: released when the process dies); nested turns in one process share it."""
+    if _RAY_HELD[0]:
+        _RAY_HELD[0] += 1
+        try:
+            yield
+        finally:
+            _RAY_HELD[0] -= 1
+        return
+    import fcntl
+
+    with open(_RAY_LOCK, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        _RAY_HELD[0] = 1
+        try:
+            yield
+        finally:
+            _RAY_HELD[0] = 0
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _ray_module_turn(request):
+    """A module marked ``ray`` as a whole holds the turn from its first fixture (a module
+    fixture may start the cluster) to its last test."""
+    marks = getattr(request.module, "pytestmark", [])
+    marks = marks if isinstance(marks, list) else [marks]
+    if any(mark.name == "ray" for mark in marks):
+        with _ray_turn():
+            yield
+    else:
+        yield
+
+
+@pytest.fixture(autouse=True)
+def _ray_test_turn(request):
+    """A test marked ``ray`` holds the turn while it runs."""
+    if request.node.get_closest_marker("ray") is None:
+        yield
+    else:
+        with _ray_turn():
+            yield
 
 
 @pytest.fixture(scope="session", autouse=True)

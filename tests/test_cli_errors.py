@@ -170,6 +170,7 @@ def test_max_memory_caps_the_reading_of_every_command(tmp_path, rng, capsys, com
         assert (tmp_path / "v.png").stat().st_size > 1000
 
 
+@pytest.mark.ray
 def test_a_batch_pair_over_the_memory_cap_fails_with_the_reason(tmp_path, rng, capsys):
     """``pcreg batch --max-memory``: the pair's reading is refused under the cap, the pair is
     recorded as failed with the reader's reason, and the run goes on."""

@@ -18,7 +18,7 @@ import pytest
 TRAIN = Path(__file__).resolve().parents[1].parent / "shared" / "train_data"
 BUNNY = TRAIN / "stanford_bunny_range_scans"
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.ray]
 
 
 def _kill_first_busy_worker(stop: threading.Event, killed: list[int]) -> None:

@@ -30,7 +30,7 @@ TRAIN = Path(__file__).resolve().parents[1].parent / "shared" / "train_data"
 BUNNY = TRAIN / "stanford_bunny_range_scans"
 DRAGON = TRAIN / "stanford_dragon_stand_range_scans"
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.ray]
 
 
 def _root(root: Path) -> Path:

@@ -134,6 +134,7 @@ def test_batched_prediction_scores_like_pair_by_pair_in_order(rng):
                        predict_many=lambda pairs: [predict(*pairs[0])] * 3)  # fmt: skip
 
 
+@pytest.mark.ray
 def test_cli_evaluates_over_worker_processes(tmp_path, capsys, caplog, tiny_checkpoint):
     import logging
 
