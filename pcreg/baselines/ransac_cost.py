@@ -37,16 +37,16 @@ SHARE_SAMPLES = 2000
 #: seconds of an iteration whose sample fails the checkers (three draws, a three-point fit),
 #: however many correspondences there are, and
 ITERATION_S = 15e-6
-#: seconds per correspondence of each validation (a sample that passed the checkers). Fitted
-#: to 2,000-iteration runs (confidence 1, medians of 3) on the 2-core AMD EPYC, nothing else
-#: running, measured / predicted in us per iteration: the suite's room pairs 22 / 15 and
-#: 18 / 23 (15.7k matches, a share of 0.000-0.001), the 3DMatch demo pair 10 / 23, it against
-#: its mirror image 247 / 234 (share 0.111), the bunny's mesh against its mirror image
-#: 214 / 204 (0.201), two bunny range scans at 4 m 116 / 141 (7,440 matches, 0.034), KITTI
-#: 94-95 at 0.3 m 110 / 110 (17k matches, 0.011) and 41 / 33 at 5,000 queries. Every pair
-#: falls on the same side of :data:`SLOW_ITERATION_S` measured and predicted. (Without a
-#: validation an iteration's cost does not grow with the matches: a term per match and
-#: iteration capped a 100k-match pair whose samples never pass.)
+#: seconds per correspondence of each validation (a sample that passed the checkers). Fitted to
+#: 2,000-iteration runs (confidence 1, medians of 3; ``python tools/ransac_cost_fit.py``) on the
+#: 2-core AMD EPYC, nothing else running, measured / predicted in us per iteration: the suite's room
+#: pairs 22 / 15 and 18 / 23 (15.7k matches, a share of 0.000-0.001), the 3DMatch demo pair 10 / 23,
+#: it against its mirror image 247 / 234 (share 0.111), the bunny's mesh against its mirror image
+#: 214 / 204 (0.201), two bunny range scans at 4 m 116 / 141 (7,440 matches, 0.034), KITTI 94-95 at
+#: 0.3 m 110 / 110 (17k matches, 0.011) and 41 / 33 at 5,000 queries. Every pair falls on the same
+#: side of :data:`SLOW_ITERATION_S` measured and predicted. (Without a validation an iteration's
+#: cost does not grow with the matches: a term per match and iteration capped a 100k-match pair
+#: whose samples never pass.)
 VALIDATION_S = 0.5e-6
 #: a predicted iteration this slow pays for a validation nearly every time; a run is capped
 #: only above it (the line the timed cap before this one drew)
