@@ -8,9 +8,9 @@ TORCH_VERSION ?= 2.13.0
 STAMP := $(VENV)/.pcreg-installed
 PYTEST_ARGS ?=
 # the suite on two worker processes, each taking whole test files (module fixtures are built
-# once), one at a time starting Ray clusters (tests/conftest.py, _ray_turn): 13:49 against
-# 22:27 in one process on the 2-core AMD EPYC (BENCHMARKS.md, "The test suite's time");
-# PYTEST_WORKERS=0 runs it in this process
+# once), one at a time starting Ray clusters (tests/conftest.py, _ray_turn): pytest 13:35
+# against 17:40-22:27 in one process on the 2-core AMD EPYC (BENCHMARKS.md, "The test
+# suite's time"); PYTEST_WORKERS=0 runs it in this process
 PYTEST_WORKERS ?= 2
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
