@@ -36,6 +36,7 @@ __all__ = [
     "atomic_output",
     "check_writable",
     "forget_signals",
+    "raise_if_signalled",
     "received_signal",
     "signals_raise",
 ]
@@ -206,6 +207,7 @@ def atomic_output(path: str | os.PathLike[str], *, overwrite: bool = False) -> I
             _check_target(path, overwrite=overwrite)
         except OutputExistsError:
             raise OutputExistsError(path, "appeared while writing; not replaced") from None
+        raise_if_signalled()  # a signal a library swallowed: nothing is written after it
         os.replace(tmp, path)
         with contextlib.suppress(OSError):  # directory fsync is best effort (not on all FS)
             dir_fd = os.open(_parent(path), os.O_RDONLY)
@@ -236,6 +238,7 @@ class Terminated(SystemExit):
 
 #: the signals that :func:`signals_raise` turned into :class:`Terminated`, latest last
 _RECEIVED: list[int] = []
+_ACTIVE: list[bool] = []  # one entry per signals_raise block running on the main thread
 #: a duplicate of the process's standard error, kept when a signal silenced file descriptor 2
 _QUIETED: list[int] = []
 
@@ -282,6 +285,17 @@ def received_signal() -> int | None:
     return _RECEIVED[-1] if _RECEIVED else None
 
 
+def raise_if_signalled() -> None:
+    """Raise :class:`Terminated` again if a signal arrived within the :func:`signals_raise`
+    block running now. A library may catch the first one and go on: an interrupted
+    ``import open3d`` comes back as ImportError, which a fallback import path takes for a
+    missing package (a SIGTERM about 0.55 s into ``pcreg register`` was lost that way, and
+    the command finished, wrote its output and exited 0). Called before an output is
+    committed (:func:`atomic_output`) and when the command returns."""
+    if _ACTIVE and _RECEIVED:
+        raise Terminated(_RECEIVED[-1])
+
+
 def forget_signals() -> None:
     """Forget the signals :func:`signals_raise` recorded (:func:`received_signal` is None
     until the next one): a command line's entry point starts with none."""
@@ -311,6 +325,7 @@ def signals_raise(quiet_stderr: bool = False) -> Iterator[None]:
         raise Terminated(signum)
 
     _RECEIVED.clear()
+    _ACTIVE.append(True)
     try:
         for name in ("SIGTERM", "SIGHUP"):
             signum = getattr(signal, name, None)
@@ -318,5 +333,6 @@ def signals_raise(quiet_stderr: bool = False) -> Iterator[None]:
                 previous[signum] = signal.signal(signum, _raise)
         yield
     finally:
+        _ACTIVE.pop()
         for signum, handler in previous.items():
             signal.signal(signum, handler)  # type: ignore[arg-type]

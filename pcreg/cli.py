@@ -122,7 +122,7 @@ def _main(argv: list[str] | None, served_here: bool) -> int:
     logging.getLogger("py.warnings").setLevel(logging.DEBUG if args.verbose else logging.ERROR)
     if sys.stdout is None:  # started with stdout closed (>&-): every command writes to it
         return _fail("error: stdout: standard output is closed", 2)
-    from pcreg._fs import Terminated, received_signal, signals_raise
+    from pcreg._fs import Terminated, raise_if_signalled, received_signal, signals_raise
 
     stdout = sys.stdout
     sys.stdout = _NamedStream(stdout, "stdout")  # a full or closed stdout names itself
@@ -131,6 +131,7 @@ def _main(argv: list[str] | None, served_here: bool) -> int:
         # prints is the only one (the libraries' C++ shutdown messages are silenced)
         with signals_raise(quiet_stderr=True):
             code = int(args.func(args))
+            raise_if_signalled()  # a signal a library swallowed ends the run all the same
         _flush_stdout()
         return code
     except Terminated as err:

@@ -218,3 +218,37 @@ def test_a_signal_an_earlier_call_took_does_not_end_the_next_one(monkeypatch, ro
         assert main(["register", str(rooms[0]), str(rooms[1])]) == 2
     finally:
         fs.forget_signals()
+
+
+_SWALLOWED = """
+import os, signal, sys, time
+import numpy as np
+import pcreg.cli as cli
+import pcreg.commands.register as register
+from pcreg.io import write_transform
+
+def command(args):
+    try:  # as an interrupted `import onnxruntime` was taken for a missing package
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(30)
+    except SystemExit:
+        pass
+    write_transform(args.out, np.eye(4))  # the command goes on to its output
+    return 0
+
+register.run = command
+sys.exit(cli.main(["register", sys.argv[1], sys.argv[1], "--out", sys.argv[2]]))
+"""
+
+
+def test_a_signal_a_library_swallowed_still_ends_the_run_before_its_output(rooms, tmp_path):
+    """SIGTERM about 0.5 s into ``pcreg register`` interrupted ``import onnxruntime``, which
+    came back as ImportError and was taken for a missing package: the command finished on
+    torch, wrote ``--out`` and exited 0 with nothing on stderr. Now the output is not
+    written and the run ends as terminated."""
+    out = tmp_path / "T.txt"
+    proc = subprocess.run([sys.executable, "-c", _SWALLOWED, str(rooms[0]), str(out)], cwd=REPO,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert proc.returncode == 143, proc.stderr[-3000:]
+    assert proc.stderr.strip() == "pcreg: terminated by SIGTERM"
+    assert not out.exists() and _temporaries(tmp_path) == []

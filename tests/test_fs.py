@@ -252,6 +252,39 @@ def test_signals_raise_restores_the_handlers():
         signal.signal(signal.SIGTERM, previous)
 
 
+def test_a_swallowed_signal_still_stops_an_output_from_being_written(tmp_path):
+    """A library that catches the signal's exception and goes on (an interrupted ``import
+    onnxruntime`` came back as ImportError, taken for a missing package): nothing is written
+    after it within the block, and outside any block the record changes nothing."""
+    from pcreg._fs import (
+        Terminated,
+        atomic_output,
+        forget_signals,
+        raise_if_signalled,
+        signals_raise,
+    )
+
+    previous = signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    target = tmp_path / "out.txt"
+    try:
+        with pytest.raises(Terminated), signals_raise():
+            try:
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(5)
+            except SystemExit:  # swallowed, as the library did
+                pass
+            with atomic_output(target) as tmp:
+                tmp.write_text("written after the signal")
+        assert list(tmp_path.iterdir()) == []
+        raise_if_signalled()  # the block is over: nothing to raise
+        with atomic_output(target) as tmp:
+            tmp.write_text("a later output")
+        assert target.read_text() == "a later output"
+    finally:
+        forget_signals()
+        signal.signal(signal.SIGTERM, previous)
+
+
 def test_after_a_signal_only_pcregs_own_line_reaches_stderr():
     """``signals_raise(quiet_stderr=True)`` (the command line): what C++ code writes to file
     descriptor 2 after SIGTERM (Ray's core worker shutting down) is silenced, and

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pcreg.errors import InputError
+from pcreg.io_formats._common import human_size
 from pcreg.registration.checks import voxel_count
 
 __all__ = [
@@ -160,6 +161,8 @@ def parse_size(text: str | int | float, name: str = "max_memory") -> int:
     size = value * _UNITS[unit]
     if not (np.isfinite(size) and size > 0):
         raise InputError(name, f"must be a positive size, got {text!r}")
+    if size < 1:  # 0.5, 1e-3, "1b" / 2: no byte at all
+        raise InputError(name, f"must be at least 1 byte, got {text!r}")
     return int(size)
 
 
@@ -210,7 +213,7 @@ def check_memory(
     if estimate.bytes > cap:
         raise MemoryCapError(
             f"{names[0]} / {names[1]}",
-            f"needs about {estimate.bytes / (1 << 30):.1f} GiB ({estimate.describe()}), over "
-            f"the {cap / (1 << 30):.1f} GiB cap: are the coordinates in metres? Otherwise crop "
+            f"needs about {human_size(estimate.bytes)} ({estimate.describe()}), over the "
+            f"{human_size(cap)} cap: are the coordinates in metres? Otherwise crop "
             "or thin the clouds, or raise --max-memory",
         )

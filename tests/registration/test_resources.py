@@ -27,10 +27,17 @@ def test_parse_size(text, expected):
     assert parse_size(text) == expected
 
 
-@pytest.mark.parametrize("text", ["0", "-1G", "abc", "4X", "", "nan"])
+@pytest.mark.parametrize("text", ["0", "-1G", "abc", "4X", "", "nan", "0.5", "1e-3", 0.25])
 def test_parse_size_refuses(text):
+    """Including sizes under one byte, which truncated to a cap of 0 bytes."""
     with pytest.raises(InputError):
         parse_size(text)
+
+
+def test_a_small_pair_cap_is_shown_in_its_own_unit(rng):
+    room = rng.uniform(0, 4, (20000, 3))
+    with pytest.raises(MemoryCapError, match=r"over the 4\.0 MiB cap"):
+        check_memory(estimate_memory(room, room, SHIPPED_FOOTPRINTS["indoor"]), 4 << 20)
 
 
 def test_default_cap_at_most_4_gib():
