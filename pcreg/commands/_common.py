@@ -90,12 +90,11 @@ def add_input_arguments(cmd: argparse.ArgumentParser) -> None:
 def read_options(args: argparse.Namespace) -> dict[str, Any]:
     """:func:`pcreg.io.read_points` keyword arguments of the command's arguments: the NaN
     policy (``--strict-input``) and, with ``--max-memory``, the memory a read may take."""
-    from pcreg.registration.resources import parse_size
+    from pcreg.registration.resources import read_cap
 
-    cap = getattr(args, "max_memory", None)
     return {
         "nan_policy": nan_policy(args),
-        "max_memory": None if cap is None else parse_size(cap, "--max-memory"),
+        "max_memory": read_cap(getattr(args, "max_memory", None), "--max-memory"),
     }
 
 
