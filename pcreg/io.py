@@ -77,7 +77,13 @@ from pcreg.io_formats import (
     read_rosbag,
     write_ply,
 )
-from pcreg.io_formats._common import check_file, check_suffix, human_size
+from pcreg.io_formats._common import (
+    MAX_MEMORY_ADVICE,
+    check_file,
+    check_suffix,
+    human_size,
+    human_sizes,
+)
 from pcreg.io_formats.arrays import read_kitti_bin, read_npy, read_npz, read_text
 from pcreg.io_formats.transform import (
     MAX_TRANSLATION,
@@ -329,11 +335,12 @@ def _check_read_memory(path: Path, suffix: str, cap: int) -> None:
     read). ASCII and binary PLY/PCD are charged as text: which one it is shows only later."""
     need = path.stat().st_size * _READ_MEMORY_FACTOR.get(suffix, 3)
     if need > cap:
+        need_text, cap_text = human_sizes(need, cap)
         raise InputError(
             path,
             f"too large to read under the memory cap: {human_size(path.stat().st_size)} of "
-            f"{suffix[1:].upper()} needs about {human_size(need)}, over {human_size(cap)} (raise "
-            "--max-memory, or thin the file)",
+            f"{suffix[1:].upper()} needs about {need_text}, over {cap_text} (raise "
+            f"{MAX_MEMORY_ADVICE}, or thin the file)",
         )
 
 

@@ -103,8 +103,8 @@ def _median(values: list[float]) -> float | None:
 def summarise(rows: list[dict], wall_s: float | None = None) -> dict:
     """Counts and medians of a run's rows: pairs, registered, failed, with ground truth the
     successes under :data:`SUCCESS` and median RRE / RTE over every scored pair (failures
-    included, unlike ``pcreg evaluate``'s means over successes), median seconds per pair, and
-    ``wall_s``; a median of nothing is None."""
+    included, unlike ``pcreg evaluate``'s means over successes), median seconds per pair, the
+    first failed pair's error, and ``wall_s``; a median of nothing is None."""
     ok = [r for r in rows if r.get("status") == "ok"]
     scored = [r for r in ok if is_success(r) is not None]
     out = {
@@ -117,6 +117,9 @@ def summarise(rows: list[dict], wall_s: float | None = None) -> dict:
         "median_rre_deg": _median([r["rre_deg"] for r in scored]),
         "median_rte_m": _median([r["rte_m"] for r in scored]),
         "median_time_s": _median([r.get("time_s") for r in ok]),
+        "first_error": next(  # "<id>: <error>" of the first failed pair, None if none failed
+            (f"{r.get('id')}: {r.get('error')}" for r in rows if r.get("status") != "ok"), None
+        ),
     }
     if wall_s is not None:
         out["wall_s"] = wall_s

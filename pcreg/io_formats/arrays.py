@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from pcreg.errors import CorruptFileError, EmptyCloudError, InputError, ShapeError
-from pcreg.io_formats._common import human_size
+from pcreg.io_formats._common import MAX_MEMORY_ADVICE, human_size, human_sizes
 
 __all__ = ["read_kitti_bin", "read_npy", "read_npz", "read_text"]
 
@@ -45,11 +45,12 @@ def _check_declared(path: Path, shape, count: int, nbytes: int, cap: int | None,
     zeros can declare 1.4 GB)."""
     need = nbytes + ARRAY_COPY_BYTES * count
     if cap is not None and need > cap:
+        need_text, cap_text = human_sizes(need, cap)
         raise InputError(
             path,
             f"too large to read under the memory cap: its {what} array declares shape "
             f"{tuple(int(n) for n in shape)} ({human_size(nbytes)}), which needs about "
-            f"{human_size(need)}, over {human_size(cap)} (raise --max-memory, or thin the file)",
+            f"{need_text}, over {cap_text} (raise {MAX_MEMORY_ADVICE}, or thin the file)",
         )
 
 

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pcreg.errors import InputError
-from pcreg.io_formats._common import human_size
+from pcreg.io_formats._common import MAX_MEMORY_ADVICE, human_sizes
 from pcreg.registration.checks import voxel_count
 
 __all__ = [
@@ -211,9 +211,10 @@ def check_memory(
     logger.debug("memory estimate %.0f MB (%s), cap %.0f MB", estimate.bytes / MB,
                  estimate.describe(), cap / MB)  # fmt: skip
     if estimate.bytes > cap:
+        need_text, cap_text = human_sizes(estimate.bytes, cap)
         raise MemoryCapError(
             f"{names[0]} / {names[1]}",
-            f"needs about {human_size(estimate.bytes)} ({estimate.describe()}), over the "
-            f"{human_size(cap)} cap: are the coordinates in metres? Otherwise crop "
-            "or thin the clouds, or raise --max-memory",
+            f"needs about {need_text} ({estimate.describe()}), over the {cap_text} cap: "
+            "are the coordinates in metres? Otherwise crop or thin the clouds, or raise "
+            f"{MAX_MEMORY_ADVICE}",
         )

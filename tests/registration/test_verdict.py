@@ -59,6 +59,15 @@ def test_below_threshold_is_not_registered():
     assert "1 estimate tried" in out.reason
 
 
+def test_a_score_just_under_the_threshold_does_not_read_as_the_threshold():
+    """0.8996 against 0.9 printed "best score 0.90 < 0.90"; the decimals now tell them apart."""
+    contrast = (np.log(0.8996 / 0.1004) + 5.0) / 10.0  # the test model's score 0.8996
+    out = V.judge([_cand(np.eye(4), contrast)], MODEL, CENTRE, DIAGONAL)
+    assert not out.registered and "(best score 0.8996 < 0.9000," in out.reason, out.reason
+    out = V.judge([_cand(np.eye(4), 0.7)], MODEL, CENTRE, DIAGONAL)
+    assert "(best score 0.88 < 0.90," in out.reason, out.reason
+
+
 def test_a_different_pose_nearly_as_well_supported_is_ambiguous():
     a, b = _cand(np.eye(4), 0.96), _cand(_turned(90), 0.95)
     out = V.judge([a, b], MODEL, CENTRE, DIAGONAL)
