@@ -270,3 +270,15 @@ def test_help_works_on_every_subcommand(capsys, argv):
         code = stop.code
     out = capsys.readouterr().out
     assert code == 0 and "usage:" in out, out
+
+
+def test_odometry_help_says_its_default_model_and_method(capsys):
+    """``pcreg odometry`` runs the outdoor network alone unless told otherwise; its help said
+    neither (its ``--method`` had no help at all)."""
+    from pcreg.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["odometry", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "checkpoint PATH (default: outdoor)" in out, out
+    assert "(default: geotransformer: the network alone" in out, out

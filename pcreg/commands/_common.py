@@ -34,7 +34,11 @@ def add_method_arguments(
         "--model",
         default=default_model,
         help="indoor | outdoor | checkpoint PATH"
-        + ("" if default_model else " (default: chosen from the clouds' extent, > 20 m: outdoor)"),
+        + (
+            f" (default: {default_model})"
+            if default_model
+            else " (default: chosen from the clouds' extent, > 20 m: outdoor)"
+        ),
     )
     cmd.add_argument(
         "--method",
@@ -45,7 +49,8 @@ def add_method_arguments(
             "not verify, any unit (m, cm, mm) and objects; geotransformer / fpfh-ransac: one "
             "path alone, the input in metres"
             if default_method == "auto"
-            else None
+            else f"(default: {default_method}: the network alone, the scans in metres; auto: "
+            "with FPFH + RANSAC where the network's estimate does not verify)"
         ),
     )
     cmd.add_argument(
