@@ -52,7 +52,8 @@ def test_auto_caps_the_matched_points_outdoors_and_fpfh_ransac_alone_does_not(
 ):
     """``auto``'s classical step matches at most the setting's ``classical_queries`` source
     points (outdoor 6,000, indoor all); ``--method fpfh-ransac`` (Open3D's recipe, the
-    benchmarks' peer) matches all."""
+    benchmarks' peer) matches all. The call is recorded and stopped there: what it asks is
+    under test, not the registration (which took 20 s of the suite)."""
     import time
 
     import pcreg.baselines
@@ -61,16 +62,19 @@ def test_auto_caps_the_matched_points_outdoors_and_fpfh_ransac_alone_does_not(
     from pcreg.registration.steps import attempt
 
     asked = []
-    real = pcreg.baselines.fpfh_ransac
+
+    class Asked(Exception):
+        pass
 
     def spy(*args, **kwargs):
         asked.append(kwargs.get("max_queries"))
-        return real(*args, **kwargs)
+        raise Asked
 
     monkeypatch.setattr(pcreg.baselines, "fpfh_ransac", spy)
     src, ref, _ = room_pair
     src, ref = src.astype(np.float64), ref.astype(np.float64)
-    pipeline(None, method="fpfh-ransac")(src, ref)
+    with pytest.raises(Asked):
+        pipeline(None, method="fpfh-ransac")(src, ref)
     assert asked == [None]
     assert SETTINGS["outdoor"].classical_queries == 6000
     assert SETTINGS["indoor"].classical_queries is None
@@ -80,8 +84,9 @@ def test_auto_caps_the_matched_points_outdoors_and_fpfh_ransac_alone_does_not(
         assert plan.setting.name == ("indoor" if want is None else "outdoor")
         s, r, o = plan.clean(src * scale, ref * scale, np.zeros((2, 3)))
         asked.clear()
-        found = attempt(pipe, plan, "classical", s, r, o, 1.0, time.perf_counter())
-        assert asked == [want] and found
+        with pytest.raises(Asked):
+            attempt(pipe, plan, "classical", s, r, o, 1.0, time.perf_counter())
+        assert asked == [want]
 
 
 def _open3d_feature_matching(src, ref, voxel, iterations=100_000, seed=0):
