@@ -22,14 +22,22 @@ system-deps:
 	@bash scripts/system_deps.sh
 
 # torch goes first, pinned, in its own pip call: an unpinned torch would pull a CUDA build.
+# pip installs without byte-compiling (--no-compile), and compileall then compiles the
+# packages on every core, test folders left out, and pcreg itself: on the 2-core AMD EPYC pip's
+# own one-core compile took 84 of the install's 172 s, compileall -j 0 takes 46 s. pcreg's
+# own modules are compiled too, because where PYTHONDONTWRITEBYTECODE is set (it is on this
+# project's machines) Python never caches them: each `pcreg register` compiled its imports
+# anew, 0.3 s of its 2.0 s (BENCHMARKS.md, "The test suite's time").
 $(STAMP): pyproject.toml
-	@echo "pcreg setup: first run on this machine, about 4 minutes (a virtualenv in $(VENV), torch $(TORCH_VERSION) for the CPU, pcreg and its dependencies, then the networks' ONNX export)"
+	@echo "pcreg setup: first run on this machine, about 3 minutes (a virtualenv in $(VENV), torch $(TORCH_VERSION) for the CPU, pcreg and its dependencies, then the networks' ONNX export)"
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	@echo "pcreg setup: [1/3] torch $(TORCH_VERSION) (CPU build)"
-	$(PIP) install -q "torch==$(TORCH_VERSION)"
-	@echo "pcreg setup: [2/3] pcreg and its dependencies"
-	$(PIP) install -q -e ".[dev]"
-	@echo "pcreg setup: [3/3] the shipped networks' ONNX export (about 45 s)"
+	@echo "pcreg setup: [1/4] torch $(TORCH_VERSION) (CPU build)"
+	$(PIP) install -q --no-compile "torch==$(TORCH_VERSION)"
+	@echo "pcreg setup: [2/4] pcreg and its dependencies"
+	$(PIP) install -q --no-compile -e ".[dev]"
+	@echo "pcreg setup: [3/4] byte-compiling them on every core (about 45 s)"
+	@$(PY) -m compileall -qq -j 0 -x '[/\\]tests?[/\\]' "$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" pcreg || true
+	@echo "pcreg setup: [4/4] the shipped networks' ONNX export (about 45 s)"
 	@# the shipped networks' ONNX Runtime graphs (into ~/.cache/pcreg), so the first
 	@# `pcreg register` does not export them; without them pcreg exports on first use
 	@$(PY) tools/export_onnx.py || echo "pcreg setup: the ONNX export failed; the first registration will retry it"
