@@ -57,6 +57,7 @@ from typing import Literal, overload
 import numpy as np
 
 from pcreg._fs import atomic_output
+from pcreg._text import sizes_apart
 from pcreg.errors import (
     EmptyCloudError,
     InputError,
@@ -82,7 +83,6 @@ from pcreg.io_formats._common import (
     check_file,
     check_suffix,
     human_size,
-    human_sizes,
 )
 from pcreg.io_formats.arrays import read_kitti_bin, read_npy, read_npz, read_text
 from pcreg.io_formats.transform import (
@@ -335,7 +335,7 @@ def _check_read_memory(path: Path, suffix: str, cap: int) -> None:
     read). ASCII and binary PLY/PCD are charged as text: which one it is shows only later."""
     need = path.stat().st_size * _READ_MEMORY_FACTOR.get(suffix, 3)
     if need > cap:
-        need_text, cap_text = human_sizes(need, cap)
+        need_text, cap_text = sizes_apart(need, cap)
         raise InputError(
             path,
             f"too large to read under the memory cap: {human_size(path.stat().st_size)} of "

@@ -13,7 +13,7 @@ from pcreg.errors import CorruptFileError, MissingFileError, UnknownFormatError
 _AXES = ("x", "y", "z")
 
 #: how a memory refusal names the cap: the same message reaches the command line and Python
-MAX_MEMORY_ADVICE = "--max-memory (max_memory= in Python)"
+MAX_MEMORY_ADVICE = "--max-memory / max_memory="
 
 
 def check_suffix(path: Path, formats: tuple[str, ...], what: str) -> str:
@@ -40,23 +40,12 @@ def check_file(path: Path, formats: tuple[str, ...], what: str) -> str:
     return suffix
 
 
-def human_size(nbytes: float, digits: int = 1) -> str:
-    """``nbytes`` in GiB (from 1 GiB), MiB (from 1 MiB) or KiB, ``digits`` decimals."""
+def human_size(nbytes: float) -> str:
+    """``nbytes`` in GiB (from 1 GiB), MiB (from 1 MiB) or KiB, one decimal."""
     for unit, size in (("GiB", 2**30), ("MiB", 2**20)):
         if nbytes >= size:
-            return f"{nbytes / size:.{digits}f} {unit}"
-    return f"{nbytes / 2**10:.{digits}f} KiB"
-
-
-def human_sizes(need: float, cap: float) -> tuple[str, str]:
-    """:func:`human_size` of a size and the cap it exceeds, with as many decimals (1 to 4) as
-    it takes for the two to read differently: not "3.0 MiB, over 3.0 MiB" but "3.02 MiB,
-    over 3.00 MiB"."""
-    for digits in range(1, 5):
-        pair = human_size(need, digits), human_size(cap, digits)
-        if pair[0] != pair[1]:
-            break
-    return pair
+            return f"{nbytes / size:.1f} {unit}"
+    return f"{nbytes / 2**10:.1f} KiB"
 
 
 def _one_line(text: object, limit: int = 200) -> str:

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import numpy as np
 
+from pcreg._text import sizes_apart
 from pcreg.errors import CorruptFileError, EmptyCloudError, InputError, ShapeError
-from pcreg.io_formats._common import MAX_MEMORY_ADVICE, human_size, human_sizes
+from pcreg.io_formats._common import MAX_MEMORY_ADVICE, human_size
 
 __all__ = ["read_kitti_bin", "read_npy", "read_npz", "read_text"]
 
@@ -45,7 +46,7 @@ def _check_declared(path: Path, shape, count: int, nbytes: int, cap: int | None,
     zeros can declare 1.4 GB)."""
     need = nbytes + ARRAY_COPY_BYTES * count
     if cap is not None and need > cap:
-        need_text, cap_text = human_sizes(need, cap)
+        need_text, cap_text = sizes_apart(need, cap)
         raise InputError(
             path,
             f"too large to read under the memory cap: its {what} array declares shape "

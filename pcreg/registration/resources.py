@@ -38,8 +38,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pcreg._text import sizes_apart
 from pcreg.errors import InputError
-from pcreg.io_formats._common import MAX_MEMORY_ADVICE, human_sizes
+from pcreg.io_formats._common import MAX_MEMORY_ADVICE
 from pcreg.registration.checks import voxel_count
 
 __all__ = [
@@ -211,7 +212,7 @@ def check_memory(
     logger.debug("memory estimate %.0f MB (%s), cap %.0f MB", estimate.bytes / MB,
                  estimate.describe(), cap / MB)  # fmt: skip
     if estimate.bytes > cap:
-        need_text, cap_text = human_sizes(estimate.bytes, cap)
+        need_text, cap_text = sizes_apart(estimate.bytes, cap)
         raise MemoryCapError(
             f"{names[0]} / {names[1]}",
             f"needs about {need_text} ({estimate.describe()}), over the {cap_text} cap: "

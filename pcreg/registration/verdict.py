@@ -40,6 +40,7 @@ from typing import Any
 
 import numpy as np
 
+from pcreg._text import apart
 from pcreg.registration.verify import MIN_INLIERS
 
 #: a :class:`~pcreg.registration.result.RegistrationResult` (typed Any here: the result module
@@ -349,10 +350,9 @@ def _judge(candidates, model, centre, diagonal) -> Verdict:
         return Verdict(best, False, best.result.reason or "no overlap found", None, candidates)
     threshold = model.threshold_for(best.features)
     if not (np.isfinite(best.score) and best.score >= threshold):
-        digits = next((d for d in (2, 3, 4) if f"{best.score:.{d}f}" != f"{threshold:.{d}f}"), 4)
+        score, limit = apart(best.score, threshold)
         return Verdict(best, False, (
-            f"no estimate is trustworthy (best score {best.score:.{digits}f} < "
-            f"{threshold:.{digits}f}, "
+            f"no estimate is trustworthy (best score {score} < {limit}, "
             f"{len(candidates)} estimate{'s' * (len(candidates) != 1)} tried): the clouds may "
             "be unrelated, not overlap, or have no rigid alignment"
         ), None, candidates)  # fmt: skip

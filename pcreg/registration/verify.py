@@ -39,6 +39,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pcreg._text import apart
+
 __all__ = [
     "MIN_AGREEMENT",
     "MIN_INLIERS",
@@ -111,15 +113,16 @@ class Verification:
                 f"reference at the estimate (at least {MIN_INLIERS} needed): no overlap found"
             )
         if self.agreement is not None and self.agreement < MIN_AGREEMENT:
+            share, least = apart(self.agreement, MIN_AGREEMENT, 0, percent=True)
             return (
-                f"the network's correspondences do not support the estimate (only "
-                f"{self.agreement:.0%} of their weight agrees with it, at least "
-                f"{MIN_AGREEMENT:.0%} needed)"
+                f"the network's correspondences do not support the estimate (only {share} of "
+                f"their weight agrees with it, at least {least} needed)"
             )
         if self.contrast < REGISTERED_CONTRAST:
+            confidence, least = apart(self.contrast, REGISTERED_CONTRAST)
             return (
-                f"the fit is not distinctive (confidence {self.contrast:.2f} < "
-                f"{REGISTERED_CONTRAST}): the clouds may be unrelated or not overlap"
+                f"the fit is not distinctive (confidence {confidence} < {least}): the clouds "
+                "may be unrelated or not overlap"
             )
         return ""
 

@@ -45,8 +45,6 @@ def test_a_need_just_over_the_cap_does_not_read_as_the_cap(rng):
     """A need a little over its cap printed "needs about 3.0 MiB ..., over the 3.0 MiB cap";
     the two now get the decimals that tell them apart, and the advice names Python's
     argument beside the flag."""
-    from pcreg.io_formats._common import human_sizes
-
     room = rng.uniform(0, 4, (20000, 3))
     need = estimate_memory(room, room, SHIPPED_FOOTPRINTS["indoor"]).bytes
     with pytest.raises(MemoryCapError) as err:
@@ -54,10 +52,7 @@ def test_a_need_just_over_the_cap_does_not_read_as_the_cap(rng):
     text = str(err.value)  # about 1.31 GiB over a cap 20 MiB lower: both "1.3 GiB" before
     sizes = re.findall(r"(\d+\.\d+) GiB", text)
     assert len(sizes) == 2 and sizes[0] != sizes[1] and float(sizes[0]) > float(sizes[1]), text
-    assert "max_memory= in Python" in text
-    assert human_sizes(3.02 * 2**20, 3 * 2**20) == ("3.02 MiB", "3.00 MiB")
-    assert human_sizes(5 * 2**30, 3 * 2**20) == ("5.0 GiB", "3.0 MiB")
-    assert human_sizes(2**20 + 1, 2**20) == ("1.0000 MiB", "1.0000 MiB")  # 4 decimals at most
+    assert "raise --max-memory / max_memory=" in text
 
 
 def test_default_cap_at_most_4_gib():

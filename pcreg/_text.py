@@ -1,0 +1,52 @@
+"""Numbers in messages: a value and the limit it missed, written so that they read apart.
+
+A refusal that says "best score 0.30 < 0.30" or "needs 3.0 MiB, over the 3.0 MiB cap" reads as
+a bug. :func:`apart` and :func:`sizes_apart` add decimals until the two differ.
+"""
+
+from __future__ import annotations
+
+__all__ = ["apart", "sizes_apart"]
+
+#: the most decimals :func:`apart` adds before it falls back to ``repr``
+MOST_DIGITS = 6
+
+
+def apart(value: float, limit: float, digits: int = 2, percent: bool = False) -> tuple[str, str]:
+    """``value`` and ``limit`` with ``digits`` decimals (as percentages with ``percent``), or
+    with as many more as it takes (up to :data:`MOST_DIGITS`) for the two to read
+    differently; two numbers that still read alike are written with ``repr``. Equal
+    numbers (or a NaN) keep ``digits``."""
+    kind = "%" if percent else "f"
+    if value == limit or value != value or limit != limit:  # equal, or NaN: nothing to part
+        return f"{value:.{digits}{kind}}", f"{limit:.{digits}{kind}}"
+    for d in range(digits, MOST_DIGITS + 1):
+        pair = f"{value:.{d}{kind}}", f"{limit:.{d}{kind}}"
+        if pair[0] != pair[1]:
+            return pair
+    if percent:
+        return f"{value!r} (as a share)", f"{limit!r} (as a share)"
+    return repr(value), repr(limit)
+
+
+_UNITS = (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
+
+
+def _unit(nbytes: float) -> tuple[str, int]:
+    return next(((u, s) for u, s in _UNITS if nbytes >= s), _UNITS[-1])
+
+
+def sizes_apart(need: float, cap: float) -> tuple[str, str]:
+    """A size in bytes and the cap it exceeds, with one decimal, each in its own unit (GiB,
+    MiB or KiB); two sizes within a factor 2 of each other both in the larger's unit (1.0 GiB
+    against 1024.0 MiB would read alike), with as many more decimals (up to 4) as tell them
+    apart, else both in bytes."""
+    if not max(need, cap) < 2 * min(need, cap):
+        (u, s), (v, t) = _unit(need), _unit(cap)
+        return f"{need / s:.1f} {u}", f"{cap / t:.1f} {v}"
+    unit, size = _unit(max(need, cap))
+    for d in range(1, 5):
+        pair = f"{need / size:.{d}f} {unit}", f"{cap / size:.{d}f} {unit}"
+        if pair[0] != pair[1]:
+            return pair
+    return f"{need:.0f} bytes", f"{cap:.0f} bytes"
