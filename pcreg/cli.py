@@ -5,7 +5,8 @@ handler is a thin wrapper over a library function); this module builds the parse
 logging and maps errors to exit codes.
 
 Exit codes: 0 ok; 2 bad input, one line naming the file (or argument) and the problem; 3 the
-registration ran but did not register (``registered: false`` and the reason); 130 interrupted,
+registration ran but did not register (``registered: false`` and the reason); 4 ``batch``
+finished with pairs that failed (an error, no result; one line counts them); 130 interrupted,
 143 terminated (SIGTERM; temporary files are removed either way); 1 an internal error (a bug:
 please report it with the ``-v`` traceback).
 """
@@ -152,7 +153,7 @@ def _main(argv: list[str] | None, served_here: bool) -> int:
 
 def _unsignalled(err: BaseException) -> int:
     """The exit code and one line for an error no signal caused (re-raises a SystemExit)."""
-    from pcreg.errors import InputError, NotRegisteredError
+    from pcreg.errors import InputError, NotRegisteredError, PairsFailedError
 
     try:
         raise err
@@ -160,6 +161,8 @@ def _unsignalled(err: BaseException) -> int:
         return _fail(f"error: {err}", 2)
     except NotRegisteredError as err:
         return _fail(str(err), 3)
+    except PairsFailedError as err:
+        return _fail(str(err), 4)
     except KeyboardInterrupt:
         return _fail("interrupted", 130)
     except OSError as err:  # a user's file or stream: permissions, name too long, disk full

@@ -19,6 +19,7 @@ __all__ = [
     "NonRigidTransformError",
     "NotRegisteredError",
     "OutputExistsError",
+    "PairsFailedError",
     "ShapeError",
     "UnknownFormatError",
     "UnwritableOutputError",
@@ -83,3 +84,18 @@ class NotRegisteredError(RuntimeError):
         self.source = os.fspath(source)
         self.reason = reason
         super().__init__(f"{self.source}: not registered: {reason}")
+
+
+class PairsFailedError(RuntimeError):
+    """A run over many pairs (``pcreg batch``) finished, but some pairs failed: an error, no
+    result (the command line's exit code 4; the other pairs' results are written).
+    ``str(err)`` is ``"<manifest>: <failed> of <pairs> pairs failed, the first <id>: <error>
+    (...)"``."""
+
+    def __init__(self, manifest: str | os.PathLike[str], failed: int, pairs: int,
+                 first: str, log: str | os.PathLike[str]) -> None:  # fmt: skip
+        self.manifest, self.failed, self.pairs = os.fspath(manifest), failed, pairs
+        super().__init__(
+            f"{self.manifest}: {failed} of {pairs} pairs failed, the first {first} (every "
+            f"error: {os.fspath(log)}; the same command tries them again)"
+        )

@@ -182,7 +182,7 @@ def test_max_memory_caps_the_reading_of_every_command(tmp_path, rng, capsys, com
 def test_a_batch_pair_over_the_memory_cap_fails_with_the_reason(tmp_path, rng, capsys):
     """``pcreg batch --max-memory``: the pair's reading is refused under the cap, the pair is
     recorded as failed with the reader's reason, and the run goes on; a run with a failed pair
-    exits 3 with one line that counts the failures and gives the first (it exited 0 before)."""
+    exits 4 with one line that counts the failures and gives the first (it exited 0 before)."""
     from pcreg.cli import main
 
     for name in ("a", "b"):
@@ -192,9 +192,9 @@ def test_a_batch_pair_over_the_memory_cap_fails_with_the_reason(tmp_path, rng, c
     rc = main(["batch", str(tmp_path / "pairs.csv"), "--out", str(out), "--workers", "1",
                "--max-memory", "20K"])  # fmt: skip
     lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
-    assert rc == 3 and len(lines) == 1, lines
-    assert lines[0].startswith(f"pcreg: {tmp_path / 'pairs.csv'}: not registered: 1 of 1 pairs "
-                               "failed, the first p: "), lines  # fmt: skip
+    assert rc == 4 and len(lines) == 1, lines
+    assert lines[0].startswith(f"pcreg: {tmp_path / 'pairs.csv'}: 1 of 1 pairs failed, the "
+                               "first p: "), lines  # fmt: skip
     assert "a.npy: too large to read under the memory cap" in lines[0], lines
     assert json.loads((out / "summary.json").read_text())["failed"] == 1
     rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]

@@ -22,7 +22,7 @@ def add_parser(sub) -> None:
         description="MANIFEST: .csv or .jsonl with src, ref and optional id and gt (T_ref_src: "
         "a 4x4 file, or 16 numbers in JSON Lines). Writes DIR/results.jsonl (one line per pair, "
         "appended as pairs finish; the same command again skips the pairs already registered and "
-        "tries failed ones again; --force starts over) and DIR/summary.json. Exit code 3 when a "
+        "tries failed ones again; --force starts over) and DIR/summary.json. Exit code 4 when a "
         "pair failed (an error, no result; a pair that ran but did not register is a result). "
         "Runs on a local Ray cluster with one worker per core, or on an existing one with "
         "--address / RAY_ADDRESS.",
@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     from pcreg.batch.run import run_batch
     from pcreg.batch.runner import BatchOptions
     from pcreg.engine.heap import retaining
-    from pcreg.errors import InputError, NotRegisteredError
+    from pcreg.errors import InputError, PairsFailedError
 
     if args.device != "cpu":
         raise InputError("--device", "pcreg batch runs its workers on the CPU")
@@ -88,12 +88,8 @@ def run(args: argparse.Namespace) -> int:
     sys.stdout.write(format_summary(summary, new=summary["new"]) + "\n")
     logger.info("wrote %s and %s", args.out / "results.jsonl", args.out / "summary.json")
     if summary["failed"]:  # a pipeline must not take a run with lost pairs for a whole one
-        raise NotRegisteredError(
-            args.manifest,
-            f"{summary['failed']} of {summary['pairs']} pairs failed, the first "
-            f"{summary['first_error']} (every error: {args.out / 'results.jsonl'}; the same "
-            "command tries them again)",
-        )
+        raise PairsFailedError(args.manifest, summary["failed"], summary["pairs"],
+                               summary["first_error"], args.out / "results.jsonl")  # fmt: skip
     return 0
 
 

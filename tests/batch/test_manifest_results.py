@@ -92,6 +92,8 @@ def test_the_results_log_survives_a_line_cut_short(tmp_path):
     )
     assert summary["median_time_s"] == 2.0 and summary["with_gt"] == 0
     assert "| failed | 1 |" in format_summary(summary)
+    assert summary["first_error"] == "b: x"  # what pcreg batch's exit-4 line quotes
+    assert summarise([json.loads(lines[0])])["first_error"] is None
 
 
 def test_success_follows_each_setting_protocol():

@@ -2470,7 +2470,7 @@ def _(ws, tmp):
     )
     return Invocation(
         argv=["batch", s(man), "--out", s(tmp / "res"), "--workers", "1"],
-        allowed=frozenset({3}),  # the pair failed: recorded, and the run exits 3
+        allowed=frozenset({4}),  # the pair failed: recorded, and the run exits 4
         kind="batch",
         names=("gone.bin",),
         cwd=tmp,

@@ -318,12 +318,14 @@ def judge(inv: Invocation, res: Outcome, before: dict[Path, tuple | None]) -> li
             add("unexpected-exit", f"exit {rc}, expected one of {sorted(inv.allowed)}")
     if rc == 2 and inv.stderr_checked:
         _judge_error_lines(inv, lines, add)
-    if rc == 3 and inv.stderr_checked and not _one_not_registered_line(lines, inv.kind):
-        add(
-            "stderr-format",
-            "exit 3 needs one line 'pcreg: SRC -> REF: not registered: REASON'"
-            " ('pcreg: MANIFEST: not registered: N of M pairs failed, ...' from batch)",
-        )
+    if rc == 3 and inv.stderr_checked and not _one_not_registered_line(lines):
+        add("stderr-format", "exit 3 needs one line 'pcreg: SRC -> REF: not registered: REASON'")
+    if rc == 4 and inv.stderr_checked:
+        if not _one_pairs_failed_line(lines):
+            add("stderr-format", "exit 4 needs one line 'pcreg: MANIFEST: N of M pairs failed, "
+                "the first ID: ERROR (...)'")  # fmt: skip
+        elif inv.names and not any(n in lines[0] for n in inv.names):
+            add("stderr-naming", f"the failed-pairs line names none of {list(inv.names)}")
     if rc is not None and rc != 0:
         for path in inv.outputs:
             if before.get(path) is None and _snapshot(path) is not None:
@@ -342,12 +344,14 @@ def judge(inv: Invocation, res: Outcome, before: dict[Path, tuple | None]) -> li
     return problems
 
 
-def _one_not_registered_line(lines: list[str], kind: str | None = None) -> bool:
-    pattern = (
-        r"^pcreg: .+: not registered: \d+ of \d+ pairs failed, the first \S"
-        if kind == "batch"
-        else r"^pcreg: .+ -> .+: not registered: \S"
+def _one_not_registered_line(lines: list[str]) -> bool:
+    return (
+        len(lines) == 1 and re.match(r"^pcreg: .+ -> .+: not registered: \S", lines[0]) is not None
     )
+
+
+def _one_pairs_failed_line(lines: list[str]) -> bool:
+    pattern = r"^pcreg: .+: \d+ of \d+ pairs failed, the first \S"
     return len(lines) == 1 and re.match(pattern, lines[0]) is not None
 
 
