@@ -22,12 +22,12 @@ system-deps:
 	@bash scripts/system_deps.sh
 
 # torch goes first, pinned, in its own pip call: an unpinned torch would pull a CUDA build.
-# pip installs without byte-compiling (--no-compile), and compileall then compiles the
-# packages on every core, test folders left out, and pcreg itself: on the 2-core AMD EPYC pip's
-# own one-core compile took 84 of the install's 172 s, compileall -j 0 takes 46 s. pcreg's
-# own modules are compiled too, because where PYTHONDONTWRITEBYTECODE is set (it is on this
-# project's machines) Python never caches them: each `pcreg register` compiled its imports
-# anew, 0.3 s of its 2.0 s (BENCHMARKS.md, "The test suite's time").
+# pip installs without byte-compiling (--no-compile); compileall then compiles the packages on
+# every core (test folders, and torch's Python 3.12-only test helpers, left out) and pcreg
+# itself. On the 2-core AMD EPYC pip's own one-core compile took 84 of the install's 172 s;
+# compileall -j 0 takes 46 s. pcreg is compiled too because where PYTHONDONTWRITEBYTECODE is
+# set (it is on this project's machines) Python never caches its modules: each `pcreg
+# register` compiled its imports anew (1.96 s without, 1.77 s with, mean of 4 alternating).
 $(STAMP): pyproject.toml
 	@echo "pcreg setup: first run on this machine, about 3 minutes (a virtualenv in $(VENV), torch $(TORCH_VERSION) for the CPU, pcreg and its dependencies, then the networks' ONNX export)"
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -36,7 +36,9 @@ $(STAMP): pyproject.toml
 	@echo "pcreg setup: [2/4] pcreg and its dependencies"
 	$(PIP) install -q --no-compile -e ".[dev]"
 	@echo "pcreg setup: [3/4] byte-compiling them on every core (about 45 s)"
-	@$(PY) -m compileall -qq -j 0 -x '[/\\]tests?[/\\]' "$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" pcreg || true
+	@site="$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" && test -d "$$site" && \
+	{ $(PY) -m compileall -qq -j 0 -x 'site-packages[/\\].*[/\\](tests?|testing[/\\]_internal)[/\\]' "$$site" pcreg || \
+	echo "pcreg setup: some installed files did not byte-compile; Python compiles them when they are imported"; }
 	@echo "pcreg setup: [4/4] the shipped networks' ONNX export (about 45 s)"
 	@# the shipped networks' ONNX Runtime graphs (into ~/.cache/pcreg), so the first
 	@# `pcreg register` does not export them; without them pcreg exports on first use

@@ -281,4 +281,4 @@ def test_odometry_help_says_its_default_model_and_method(capsys):
         main(["odometry", "--help"])
     out = " ".join(capsys.readouterr().out.split())
     assert "checkpoint PATH (default: outdoor)" in out, out
-    assert "(default: geotransformer: the network alone" in out, out
+    assert "(default: geotransformer) geotransformer: the network alone" in out, out

@@ -49,8 +49,9 @@ def add_method_arguments(
             "not verify, any unit (m, cm, mm) and objects; geotransformer / fpfh-ransac: one "
             "path alone, the input in metres"
             if default_method == "auto"
-            else f"(default: {default_method}: the network alone, the scans in metres; auto: "
-            "with FPFH + RANSAC where the network's estimate does not verify)"
+            else f"(default: {default_method}) geotransformer: the network alone, the scans in "
+            "metres; fpfh-ransac: Open3D FPFH + RANSAC alone; auto: the network, with FPFH + "
+            "RANSAC where its estimate does not verify, any unit"
         ),
     )
     cmd.add_argument(
