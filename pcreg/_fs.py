@@ -268,7 +268,12 @@ def _quiet_stderr() -> None:
 
 def write_stderr(text: str) -> None:
     """Write ``text`` to the process's standard error, also after a signal silenced file
-    descriptor 2 (:func:`signals_raise`)."""
+    descriptor 2 (:func:`signals_raise`); to ``sys.stderr`` where it is redirected (a request
+    ``pcreg serve`` runs: a SIGTERM mid-request wrote the request's one line to the server's
+    terminal, and its client exited 143 without a word)."""
+    if sys.stderr is not None and sys.stderr is not sys.__stderr__:
+        sys.stderr.write(text)
+        return
     if _QUIETED:
         with contextlib.suppress(OSError):
             os.write(_QUIETED[0], text.encode("utf-8", "replace"))

@@ -212,3 +212,46 @@ def test_a_bad_idle_timeout_is_one_clean_line(capsys, value) -> None:
     assert main(["serve", "--idle-timeout", value]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("pcreg: error: --idle-timeout: must be >= 0 seconds")
+
+
+def test_a_sigterm_mid_request_ends_server_and_request_with_one_line_each(tmp_path) -> None:
+    """SIGTERM to a server in the middle of a request: the request ends (exit 143) with its
+    one line on the client's stderr, and the server with its own on the server's (the
+    request's line went to the server's terminal, and the client exited 143 without a
+    word), nothing written by either."""
+    run = tmp_path / "run"
+    run.mkdir(mode=0o700)
+    sock, log_path = run / "s.sock", tmp_path / "server.log"
+    rng = np.random.default_rng(0)
+    for name in ("a", "b"):  # random points: a search that takes seconds, then refuses
+        np.save(tmp_path / f"{name}.npy", rng.uniform(0, 3, (6000, 3)))
+    env = {k: v for k, v in os.environ.items() if k != "PCREG_NO_SERVER"}
+    with log_path.open("w") as log:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "pcreg", "-v", "serve", "--socket", str(sock), "--preload",
+             "", "--idle-timeout", "120"], stderr=log, stdout=subprocess.DEVNULL, env=env,
+        )  # fmt: skip
+        deadline = time.monotonic() + 120
+        while not sock.exists() and server.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert sock.exists(), log_path.read_text()
+        out = tmp_path / "T.txt"
+        client = subprocess.Popen(
+            [sys.executable, "-m", "pcreg", "register", str(tmp_path / "a.npy"),
+             str(tmp_path / "b.npy"), "--out", str(out)],
+            env={**env, "PCREG_SOCKET": str(sock)}, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        deadline = time.monotonic() + 60
+        while "request: register" not in log_path.read_text() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(1.0)  # into the search
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(timeout=60) == 143
+        _, client_err = client.communicate(timeout=60)
+    assert client.returncode == 143
+    assert client_err.strip().splitlines() == ["pcreg: terminated by SIGTERM"], client_err
+    lines = [ln for ln in log_path.read_text().splitlines() if ln.startswith("pcreg: ")]
+    assert lines[-1] == "pcreg: terminated by SIGTERM", lines
+    assert lines.count("pcreg: terminated by SIGTERM") == 1, lines
+    assert not out.exists() and not sock.exists()
