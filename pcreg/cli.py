@@ -64,12 +64,23 @@ def main(argv: list[str] | None = None, served_here: bool = False) -> int:
     ``served_here``: called by ``pcreg serve`` itself (never forwarded again).
 
     After SIGTERM / SIGHUP the process leaves here, once Python's exit handlers have run
-    (:func:`_leave_after_signal`)."""
-    from pcreg._fs import forget_signals, received_signal
+    (:func:`_leave_after_signal`). The signals are taken over from the first moment: one
+    while the request was offered to a server or the parser was built (its subcommands'
+    imports, the first 0.05-0.5 s) killed the process the default way, without pcreg's
+    line."""
+    from pcreg._fs import Terminated, forget_signals, received_signal, signals_raise
 
     if not served_here:  # a signal an earlier call in this process took is not this one's
         forget_signals()
-    code = _main(argv, served_here)
+    try:
+        with signals_raise(quiet_stderr=True):  # the command's own block nests inside
+            code = _main(argv, served_here)
+    except BaseException as err:  # before the command's block: forwarding, parsing, set-up
+        signum = received_signal()
+        if signum is None or isinstance(err, KeyboardInterrupt):
+            raise  # argparse's SystemExit (usage, --help) and the rest, as before
+        terminated = err if isinstance(err, Terminated) else Terminated(signum)
+        code = _fail(str(terminated), int(terminated.code))
     if not served_here and received_signal() is not None:
         _leave_after_signal(code)
     return code

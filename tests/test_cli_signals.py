@@ -252,3 +252,29 @@ def test_a_signal_a_library_swallowed_still_ends_the_run_before_its_output(rooms
     assert proc.returncode == 143, proc.stderr[-3000:]
     assert proc.stderr.strip() == "pcreg: terminated by SIGTERM"
     assert not out.exists() and _temporaries(tmp_path) == []
+
+
+_EARLY = """
+import os, signal, sys, time
+import pcreg.cli as cli
+
+real = cli.build_parser
+
+def build_parser():
+    os.kill(os.getpid(), signal.SIGTERM)  # a signal while the parser is built
+    time.sleep(30)
+    return real()
+
+cli.build_parser = build_parser
+sys.exit(cli.main(["register", sys.argv[1], sys.argv[1]]))
+"""
+
+
+def test_a_signal_before_the_command_starts_is_exit_143_with_one_line(rooms):
+    """A SIGTERM in the first moments of ``pcreg`` (the parser's subcommand imports, the
+    offer to a server: 0.05-0.5 s in) killed the process the default way: the shell saw
+    143, but pcreg's one line was missing. The handlers now come first."""
+    proc = subprocess.run([sys.executable, "-c", _EARLY, str(rooms[0])], cwd=REPO,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert proc.returncode == 143, (proc.returncode, proc.stderr[-3000:])
+    assert proc.stderr.strip() == "pcreg: terminated by SIGTERM", proc.stderr
