@@ -278,3 +278,31 @@ def test_a_signal_before_the_command_starts_is_exit_143_with_one_line(rooms):
                           capture_output=True, text=True, timeout=120)  # fmt: skip
     assert proc.returncode == 143, (proc.returncode, proc.stderr[-3000:])
     assert proc.stderr.strip() == "pcreg: terminated by SIGTERM", proc.stderr
+
+
+_WHILE_DRAWING = """
+import os, signal, sys, time
+import pcreg.cli as cli
+import pcreg.viz as viz
+
+def save_alignment_png(path, *args, **kwargs):
+    os.kill(os.getpid(), signal.SIGTERM)  # while the picture is drawn, --out written before
+    time.sleep(30)
+
+viz.save_alignment_png = save_alignment_png
+sys.exit(cli.main(["register", sys.argv[1], sys.argv[2], "--out", sys.argv[3],
+                   "--render", sys.argv[4]]))
+"""
+
+
+def test_a_signal_while_the_picture_is_drawn_leaves_no_output(rooms, tmp_path):
+    """``--out`` was written before ``--render``'s picture was drawn, and a SIGTERM then
+    (1.9-3.0 s into a hostile run's command) exited 143 with ``--out`` on disk: the outputs
+    now appear together or not at all."""
+    out, png = tmp_path / "T.txt", tmp_path / "pair.png"
+    proc = subprocess.run([sys.executable, "-c", _WHILE_DRAWING, str(rooms[0]), str(rooms[1]),
+                           str(out), str(png)], cwd=REPO, capture_output=True, text=True,
+                          timeout=300)  # fmt: skip
+    assert proc.returncode == 143, (proc.returncode, proc.stderr[-3000:])
+    assert proc.stderr.strip() == "pcreg: terminated by SIGTERM", proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == [], list(tmp_path.iterdir())

@@ -306,3 +306,29 @@ def test_after_a_signal_only_pcregs_own_line_reaches_stderr():
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stderr.splitlines() == ["before", "pcreg: terminated by SIGTERM"]
+
+
+def test_an_output_group_writes_all_its_files_or_none(tmp_path):
+    """``output_group``: files written inside appear only when the block ends; an exception
+    (a signal while the last one was drawn) leaves none of them and no temporary file."""
+    from pcreg._fs import Terminated, atomic_output, output_group
+
+    a, b = tmp_path / "a.txt", tmp_path / "b.txt"
+    with pytest.raises(Terminated), output_group():
+        with atomic_output(a) as tmp:
+            tmp.write_text("a")
+        assert not a.exists()  # finished, not moved yet
+        with atomic_output(b) as tmp:
+            tmp.write_text("b")
+            raise Terminated(signal.SIGTERM)  # mid-way through the second
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+    with output_group():
+        for path in (a, b):
+            with atomic_output(path) as tmp:
+                tmp.write_text(path.stem)
+        assert not a.exists() and not b.exists()
+    assert (a.read_text(), b.read_text()) == ("a", "b")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt", "b.txt"]
+    with atomic_output(tmp_path / "c.txt") as tmp:  # outside a group: moved at once, as before
+        tmp.write_text("c")
+    assert (tmp_path / "c.txt").read_text() == "c"

@@ -172,51 +172,54 @@ def run(args: argparse.Namespace) -> int:
         from pcreg.errors import NotRegisteredError
 
         raise NotRegisteredError(f"{args.src} -> {args.ref}", result.reason)
-    if args.out is not None:
-        write_transform(args.out, result.transform, overwrite=args.force)
-        logger.info("wrote %s", args.out)
-    if args.render is not None:
-        from pcreg.viz import save_alignment_png
-        from pcreg.viz.style import format_length, units_text
+    from pcreg._fs import output_group
 
-        title = f"{args.src.name} -> {args.ref.name}: {result.method_used or result.method}"
-        if gt is not None:
-            title += f", RRE {record['rre_deg']:.2f} deg, RTE {format_length(record['rte_m'])}"
-        if result.units != "metres" or result.object:
-            title += f"; units: {units_text(result.units, result.object, result.scale)}"
-        save_alignment_png(
-            args.render,
-            src,
-            ref,
-            result.transform,
-            names=(args.src.name, args.ref.name),
-            correspondences=(result.src_corr_points, result.ref_corr_points),
-            gt=gt,
-            radius=result.inlier_radius,
-            unit=result.metres_per_unit,
-            title=title,
-            overwrite=args.force,
-        )
-        logger.info("wrote %s", args.render)
-    if args.report is not None:
-        from pcreg.viz.report import result_facts, write_report
+    with output_group():  # --out, --render and --report appear together or not at all
+        if args.out is not None:
+            write_transform(args.out, result.transform, overwrite=args.force)
+            logger.info("wrote %s", args.out)
+        if args.render is not None:
+            from pcreg.viz import save_alignment_png
+            from pcreg.viz.style import format_length, units_text
 
-        write_report(
-            args.report,
-            src,
-            ref,
-            result.transform,
-            names=(args.src.name, args.ref.name),
-            correspondences=(result.src_corr_points, result.ref_corr_points),
-            radius=result.inlier_radius,
-            unit=result.metres_per_unit,
-            gt=gt,
-            facts=result_facts(result, record),
-            title=f"{args.src.name} -> {args.ref.name}",
-            max_points=args.report_points,
-            overwrite=args.force,
-        )
-        logger.info("wrote %s", args.report)
+            title = f"{args.src.name} -> {args.ref.name}: {result.method_used or result.method}"
+            if gt is not None:
+                title += f", RRE {record['rre_deg']:.2f} deg, RTE {format_length(record['rte_m'])}"
+            if result.units != "metres" or result.object:
+                title += f"; units: {units_text(result.units, result.object, result.scale)}"
+            save_alignment_png(
+                args.render,
+                src,
+                ref,
+                result.transform,
+                names=(args.src.name, args.ref.name),
+                correspondences=(result.src_corr_points, result.ref_corr_points),
+                gt=gt,
+                radius=result.inlier_radius,
+                unit=result.metres_per_unit,
+                title=title,
+                overwrite=args.force,
+            )
+            logger.info("wrote %s", args.render)
+        if args.report is not None:
+            from pcreg.viz.report import result_facts, write_report
+
+            write_report(
+                args.report,
+                src,
+                ref,
+                result.transform,
+                names=(args.src.name, args.ref.name),
+                correspondences=(result.src_corr_points, result.ref_corr_points),
+                radius=result.inlier_radius,
+                unit=result.metres_per_unit,
+                gt=gt,
+                facts=result_facts(result, record),
+                title=f"{args.src.name} -> {args.ref.name}",
+                max_points=args.report_points,
+                overwrite=args.force,
+            )
+            logger.info("wrote %s", args.report)
     sys.stdout.write(
         (json.dumps(record) if args.json else format_result(record, args.model is None)) + "\n"
     )
