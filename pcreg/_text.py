@@ -6,6 +6,8 @@ a bug. :func:`apart` and :func:`sizes_apart` add decimals until the two differ.
 
 from __future__ import annotations
 
+import math
+
 __all__ = ["apart", "sizes_apart"]
 
 #: the most decimals :func:`apart` adds before it falls back to ``repr``
@@ -36,17 +38,26 @@ def _unit(nbytes: float) -> tuple[str, int]:
     return next(((u, s) for u, s in _UNITS if nbytes >= s), _UNITS[-1])
 
 
+def _own(nbytes: float) -> str:
+    """``nbytes`` in its own unit, one decimal; a value that rounds up to 1024 of a unit in the
+    next one (1 MiB less a byte is "1.0 MiB", not "1024.0 KiB")."""
+    unit, size = _unit(nbytes)
+    if f"{nbytes / size:.1f}" == "1024.0" and unit != _UNITS[0][0]:
+        unit, size = _UNITS[[u for u, _ in _UNITS].index(unit) - 1]
+    return f"{nbytes / size:.1f} {unit}"
+
+
 def sizes_apart(need: float, cap: float) -> tuple[str, str]:
     """A size in bytes and the cap it exceeds, with one decimal, each in its own unit (GiB,
     MiB or KiB); two sizes within a factor 2 of each other both in the larger's unit (1.0 GiB
     against 1024.0 MiB would read alike), with as many more decimals (up to 4) as tell them
-    apart, else both in bytes."""
+    apart, else both in whole bytes, the larger rounded up."""
     if not max(need, cap) < 2 * min(need, cap):
-        (u, s), (v, t) = _unit(need), _unit(cap)
-        return f"{need / s:.1f} {u}", f"{cap / t:.1f} {v}"
+        return _own(need), _own(cap)
     unit, size = _unit(max(need, cap))
     for d in range(1, 5):
         pair = f"{need / size:.{d}f} {unit}", f"{cap / size:.{d}f} {unit}"
         if pair[0] != pair[1]:
             return pair
-    return f"{need:.0f} bytes", f"{cap:.0f} bytes"
+    up, down = (math.ceil, math.floor) if need >= cap else (math.floor, math.ceil)
+    return f"{up(need)} bytes", f"{down(cap)} bytes"  # a fraction of a byte over: still apart

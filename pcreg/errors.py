@@ -97,5 +97,5 @@ class PairsFailedError(RuntimeError):
         self.manifest, self.failed, self.pairs = os.fspath(manifest), failed, pairs
         super().__init__(
             f"{self.manifest}: {failed} of {pairs} pairs failed, the first {first} (every "
-            f"error: {os.fspath(log)}; the same command tries them again)"
+            f"error: {os.fspath(log)}; the same command without --force retries them)"
         )

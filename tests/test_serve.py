@@ -215,10 +215,10 @@ def test_a_bad_idle_timeout_is_one_clean_line(capsys, value) -> None:
 
 
 def test_a_sigterm_mid_request_ends_server_and_request_with_one_line_each(tmp_path) -> None:
-    """SIGTERM to a server in the middle of a request: the request ends (exit 143) with its
-    one line on the client's stderr, and the server with its own on the server's (the
-    request's line went to the server's terminal, and the client exited 143 without a
-    word), nothing written by either."""
+    """SIGTERM to a server in the middle of a request: the request ends (exit 143) with one
+    line on the client's stderr saying the signal was the server's, and the server with its
+    own on the server's (the request's line went to the server's terminal, and the client
+    exited 143 without a word), nothing written by either."""
     run = tmp_path / "run"
     run.mkdir(mode=0o700)
     sock, log_path = run / "s.sock", tmp_path / "server.log"
@@ -250,7 +250,9 @@ def test_a_sigterm_mid_request_ends_server_and_request_with_one_line_each(tmp_pa
         assert server.wait(timeout=60) == 143
         _, client_err = client.communicate(timeout=60)
     assert client.returncode == 143
-    assert client_err.strip().splitlines() == ["pcreg: terminated by SIGTERM"], client_err
+    (line,) = client_err.strip().splitlines()  # whose signal it was: the server's
+    assert line == (f"pcreg: terminated by SIGTERM, sent to the server (pcreg serve, pid "
+                    f"{server.pid}) before it answered"), client_err  # fmt: skip
     lines = [ln for ln in log_path.read_text().splitlines() if ln.startswith("pcreg: ")]
     assert lines[-1] == "pcreg: terminated by SIGTERM", lines
     assert lines.count("pcreg: terminated by SIGTERM") == 1, lines

@@ -25,3 +25,8 @@ def test_a_size_and_its_cap_read_apart_in_one_unit():
     assert sizes_apart(gib + 10, gib - 10) == (f"{gib + 10} bytes", f"{gib - 10} bytes")
     assert sizes_apart(mib + 5, mib - 5) == (f"{mib + 5} bytes", f"{mib - 5} bytes")
     assert sizes_apart(20000, 19000) == ("19.5 KiB", "18.6 KiB")
+    # from a hostile run: a need a fraction of a byte over its cap read as the cap itself,
+    # and a cap a byte under 1 MiB as "1024.0 KiB"
+    assert sizes_apart(478986371.4, 478986371) == ("478986372 bytes", "478986371 bytes")
+    assert sizes_apart(5.6 * mib, mib - 1) == ("5.6 MiB", "1.0 MiB")
+    assert sizes_apart(2.5 * gib, gib - 1) == ("2.5 GiB", "1.0 GiB")

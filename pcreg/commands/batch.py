@@ -21,7 +21,8 @@ def add_parser(sub) -> None:
         help="register every pair of a manifest on Ray (resumable)",
         description="MANIFEST: .csv or .jsonl with src, ref and optional id and gt (T_ref_src: "
         "a 4x4 file, or 16 numbers in JSON Lines). Writes DIR/results.jsonl (one line per pair, "
-        "appended as pairs finish; the same command again skips the pairs already registered and "
+        "appended as pairs finish; the same command again skips the pairs already run (registered "
+        "or not) and "
         "tries failed ones again; --force starts over) and DIR/summary.json. Exit code 4 when a "
         "pair failed (an error, no result; a pair that ran but did not register is a result). "
         "Runs on a local Ray cluster with one worker per core, or on an existing one with "

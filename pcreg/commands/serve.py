@@ -173,6 +173,10 @@ def _loop(listener: socket.socket, idle_timeout: float | None, main: Callable, c
                         return  # Ctrl-C on the server's own terminal
             except (ValueError, KeyError, TypeError, AttributeError, OSError) as err:
                 reply = {"stdout": "", "stderr": f"pcreg: error: bad request: {err}\n", "exit": 2}
+            if reply.get("exit") in (129, 143):  # the server's own signal: say whose it was
+                name = signal.Signals(reply["exit"] - 128).name
+                reply["stderr"] = (f"pcreg: terminated by {name}, sent to the server (pcreg "
+                                   f"serve, pid {os.getpid()}) before it answered\n")  # fmt: skip
             with contextlib.suppress(OSError):  # the client went away (Ctrl-C)
                 conn.sendall(json.dumps(reply).encode())
         if reply.get("exit") == 143:  # SIGTERM reached the server mid-request

@@ -351,8 +351,9 @@ def _judge(candidates, model, centre, diagonal) -> Verdict:
     threshold = model.threshold_for(best.features)
     if not (np.isfinite(best.score) and best.score >= threshold):
         score, limit = apart(best.score, threshold)
+        best_text = f"best score {score} < {limit}" if np.isfinite(best.score) else "no score"
         return Verdict(best, False, (
-            f"no estimate is trustworthy (best score {score} < {limit}, "
+            f"no estimate is trustworthy ({best_text}, "
             f"{len(candidates)} estimate{'s' * (len(candidates) != 1)} tried): the clouds may "
             "be unrelated, not overlap, or have no rigid alignment"
         ), None, candidates)  # fmt: skip
