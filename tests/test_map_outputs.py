@@ -80,6 +80,25 @@ def test_the_files_of_a_map(mapped, tmp_path):
     write_map(out, result, clouds, overwrite=True)
 
 
+def test_an_interrupted_map_writes_none_of_its_files(mapped, tmp_path, monkeypatch):
+    """A signal while the map's report is drawn (its last file): poses.txt, the sidecar,
+    the map and the picture were on disk already; now none of them is."""
+    import signal
+
+    import pcreg.viz.maps as maps
+    from pcreg._fs import Terminated
+
+    def interrupted(*args, **kwargs):
+        raise Terminated(signal.SIGTERM)
+
+    monkeypatch.setattr(maps, "write_map_report", interrupted)
+    clouds, result = mapped
+    out = tmp_path / "map"
+    with pytest.raises(Terminated):
+        write_map(out, result, clouds)
+    assert list(out.iterdir()) == []  # the directory itself, empty
+
+
 def _bunny_views(tmp_path, names=("bun000", "bun045", "bun315")):
     if not (BUNNY / "scans").is_dir():
         pytest.skip(f"{BUNNY} not found")

@@ -130,21 +130,24 @@ def run(args: argparse.Namespace) -> int:
         neighbours=args.neighbours,
     )
     poses = result if tr is None else result.in_camera_frame(tr)
-    if args.out is not None:
-        record = pose_record(poses.frame, calib, args.scans, poses)
-        write_kitti_poses(args.out, poses.poses, overwrite=args.force, record=record)
-        logger.info("wrote %s and %s (%s frame)", args.out, sidecar, poses.frame)
-    if args.render is not None:  # a top-down (x-y) map: the LiDAR frame's z is up
-        # only segment 0 shares the first scan's frame: a later one would overlay it wrongly
-        first = np.flatnonzero(result.segments == 0).tolist()
-        scans = [read_points(args.scans[k], **read_options(args)) for k in first]
-        title = f"pcreg odometry ({args.method}, {result.model}): {len(scans)} scans"
-        if not result.complete:
-            title += f" of {len(args.scans)} (segment 0 only)"
-        save_trajectory_png(
-            args.render, result.poses[first], scans, title=title, overwrite=args.force
-        )
-        logger.info("wrote %s", args.render)
+    from pcreg._fs import output_group
+
+    with output_group():  # the poses, their sidecar and the picture, or none of them
+        if args.out is not None:
+            record = pose_record(poses.frame, calib, args.scans, poses)
+            write_kitti_poses(args.out, poses.poses, overwrite=args.force, record=record)
+            logger.info("wrote %s and %s (%s frame)", args.out, sidecar, poses.frame)
+        if args.render is not None:  # a top-down (x-y) map: the LiDAR frame's z is up
+            # only segment 0 shares the first scan's frame: a later one would overlay it wrongly
+            first = np.flatnonzero(result.segments == 0).tolist()
+            scans = [read_points(args.scans[k], **read_options(args)) for k in first]
+            title = f"pcreg odometry ({args.method}, {result.model}): {len(scans)} scans"
+            if not result.complete:
+                title += f" of {len(args.scans)} (segment 0 only)"
+            save_trajectory_png(
+                args.render, result.poses[first], scans, title=title, overwrite=args.force
+            )
+            logger.info("wrote %s", args.render)
     registered = poses.registered.tolist()
     linked = np.isfinite(poses.relative).all(axis=(1, 2))  # both scans in one segment
     if args.json:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pcreg._fs import atomic_output
+from pcreg._fs import atomic_output, output_group
 from pcreg.mapping.build import MapResult
 
 __all__ = ["OUTPUT_NAMES", "check_out_dir", "merged_map", "output_paths", "write_map"]
@@ -120,10 +120,8 @@ def write_map(
             before any is written).
         UnwritableOutputError: the directory cannot be created or written.
     """
-    import open3d as o3d
 
     from pcreg.errors import UnwritableOutputError
-    from pcreg.viz.maps import save_map_png, scan_colors, write_map_report
 
     check_out_dir(out, overwrite=overwrite)
     try:
@@ -131,6 +129,18 @@ def write_map(
     except OSError as err:
         raise UnwritableOutputError(out, f"cannot create the directory ({err.strerror})") from None
     paths = check_out_dir(out, overwrite=overwrite)
+    with output_group():  # every file of the map, or none (an interrupted run)
+        _write_files(paths, result, clouds, voxel, overwrite, title)
+    return paths
+
+
+def _write_files(paths, result, clouds, voxel, overwrite, title) -> None:
+    """:func:`write_map`'s files, into the checked ``paths``."""
+    import open3d as o3d
+
+    from pcreg.errors import UnwritableOutputError
+    from pcreg.viz.maps import save_map_png, scan_colors, write_map_report
+
     rows = result.poses[:, :3, :4].reshape(len(result.poses), 12)  # NaN rows: unplaced
     with atomic_output(paths["poses"], overwrite=overwrite) as tmp:
         np.savetxt(tmp, rows, fmt="%.9e")
@@ -177,4 +187,3 @@ def write_map(
     }  # fmt: skip
     write_map_report(paths["report"], scans, kept, rejected, labels=labels, facts=facts,
                      title=title, unit=unit, overwrite=overwrite)  # fmt: skip
-    return paths
