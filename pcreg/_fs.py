@@ -215,14 +215,17 @@ def atomic_output(path: str | os.PathLike[str], *, overwrite: bool = False) -> I
                 tmp.unlink()
 
 
-def _commit(tmp: Path, path: Path, overwrite: bool) -> None:
-    """Move a finished temporary file onto its target (:func:`atomic_output`)."""
-    # Something may have appeared at the target while writing: same rules as before.
-    try:
-        _check_target(path, overwrite=overwrite)
-    except OutputExistsError:
-        raise OutputExistsError(path, "appeared while writing; not replaced") from None
-    raise_if_signalled()  # a signal a library swallowed: nothing is written after it
+def _commit(tmp: Path, path: Path, overwrite: bool, check: bool = True) -> None:
+    """Move a finished temporary file onto its target (:func:`atomic_output`); ``check``:
+    the target and a recorded signal are checked first (an output group checks them all
+    before it moves any)."""
+    if check:
+        # Something may have appeared at the target while writing: same rules as before.
+        try:
+            _check_target(path, overwrite=overwrite)
+        except OutputExistsError:
+            raise OutputExistsError(path, "appeared while writing; not replaced") from None
+        raise_if_signalled()  # a signal a library swallowed: nothing is written after it
     os.replace(tmp, path)
     with contextlib.suppress(OSError):  # directory fsync is best effort (not on all FS)
         dir_fd = os.open(_parent(path), os.O_RDONLY)
@@ -235,6 +238,8 @@ def _commit(tmp: Path, path: Path, overwrite: bool) -> None:
 #: the output groups running now (:func:`output_group`), innermost last: each holds the
 #: finished temporary files of its outputs with their targets
 _GROUPS: list[list[tuple[Path, Path, bool]]] = []
+#: set while an output group moves its files: a signal is recorded, and raised after them
+_MOVING: list[bool] = []
 
 
 @contextlib.contextmanager
@@ -244,8 +249,9 @@ def output_group() -> Iterator[None]:
     any exception (a signal included) none is, and every temporary file is removed. A
     command's outputs appear together or not at all: a SIGTERM while ``pcreg register`` drew
     its ``--render`` picture left ``--out`` written (1.9-3.0 s into the command) and the run
-    exited 143. SIGTERM and SIGHUP are held back while the files are moved (delivered
-    right after)."""
+    exited 143. SIGTERM and SIGHUP are held back while the files are moved (blocked on this
+    thread; one another thread takes is recorded by pcreg's handler) and end the run right
+    after."""
     pending: list[tuple[Path, Path, bool]] = []
     _GROUPS.append(pending)
     try:
@@ -259,14 +265,17 @@ def output_group() -> Iterator[None]:
         raise_if_signalled()
         held = {signal.SIGTERM, signal.SIGHUP}
         on_main = threading.current_thread() is threading.main_thread()
-        if on_main:
+        if on_main:  # a default handler (a library caller's process) would kill mid-move
             signal.pthread_sigmask(signal.SIG_BLOCK, held)
+        _MOVING.append(True)  # pcreg's handler, run for a signal another thread took, waits
         try:
             for tmp, path, overwrite in pending:
-                _commit(tmp, path, overwrite)
+                _commit(tmp, path, overwrite, check=False)
         finally:
+            _MOVING.pop()
             if on_main:
                 signal.pthread_sigmask(signal.SIG_UNBLOCK, held)
+        raise_if_signalled()  # a signal that arrived while they moved: the run ends now
     finally:
         if pending in _GROUPS:
             _GROUPS.remove(pending)
@@ -382,6 +391,8 @@ def signals_raise(quiet_stderr: bool = False) -> Iterator[None]:
         _RECEIVED.append(signum)
         if quiet_stderr:
             _quiet_stderr()
+        if _MOVING:  # an output group's files are moving: raised once they all have
+            return
         raise Terminated(signum)
 
     _RECEIVED.clear()
