@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["apart", "sizes_apart"]
+__all__ = ["apart", "size_text", "sizes_apart"]
 
 #: the most decimals :func:`apart` adds before it falls back to ``repr``
 MOST_DIGITS = 6
@@ -38,9 +38,10 @@ def _unit(nbytes: float) -> tuple[str, int]:
     return next(((u, s) for u, s in _UNITS if nbytes >= s), _UNITS[-1])
 
 
-def _own(nbytes: float) -> str:
-    """``nbytes`` in its own unit, one decimal; a value that rounds up to 1024 of a unit in the
-    next one (1 MiB less a byte is "1.0 MiB", not "1024.0 KiB")."""
+def size_text(nbytes: float) -> str:
+    """``nbytes`` in GiB, MiB or KiB, whichever it reaches, one decimal; a value that rounds
+    up to 1024 of a unit in the next one (1 MiB less a byte is "1.0 MiB", not "1024.0
+    KiB")."""
     unit, size = _unit(nbytes)
     if f"{nbytes / size:.1f}" == "1024.0" and unit != _UNITS[0][0]:
         unit, size = _UNITS[[u for u, _ in _UNITS].index(unit) - 1]
@@ -53,7 +54,7 @@ def sizes_apart(need: float, cap: float) -> tuple[str, str]:
     against 1024.0 MiB would read alike), with as many more decimals (up to 4) as tell them
     apart, else both in whole bytes, the larger rounded up."""
     if not max(need, cap) < 2 * min(need, cap):
-        return _own(need), _own(cap)
+        return size_text(need), size_text(cap)
     unit, size = _unit(max(need, cap))
     for d in range(1, 5):
         pair = f"{need / size:.{d}f} {unit}", f"{cap / size:.{d}f} {unit}"

@@ -57,7 +57,7 @@ from typing import Literal, overload
 import numpy as np
 
 from pcreg._fs import atomic_output
-from pcreg._text import sizes_apart
+from pcreg._text import size_text, sizes_apart
 from pcreg.errors import (
     EmptyCloudError,
     InputError,
@@ -82,7 +82,6 @@ from pcreg.io_formats._common import (
     MAX_MEMORY_ADVICE,
     check_file,
     check_suffix,
-    human_size,
 )
 from pcreg.io_formats.arrays import read_kitti_bin, read_npy, read_npz, read_text
 from pcreg.io_formats.transform import (
@@ -338,7 +337,7 @@ def _check_read_memory(path: Path, suffix: str, cap: int) -> None:
         need_text, cap_text = sizes_apart(need, cap)
         raise InputError(
             path,
-            f"too large to read under the memory cap: {human_size(path.stat().st_size)} of "
+            f"too large to read under the memory cap: {size_text(path.stat().st_size)} of "
             f"{suffix[1:].upper()} needs about {need_text}, over {cap_text} (raise "
             f"{MAX_MEMORY_ADVICE}, or thin the file)",
         )

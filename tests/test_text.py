@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from pcreg._text import apart, sizes_apart
+from pcreg._text import apart, size_text, sizes_apart
 
 
 def test_a_value_and_its_limit_get_the_decimals_that_part_them():
@@ -30,3 +30,9 @@ def test_a_size_and_its_cap_read_apart_in_one_unit():
     assert sizes_apart(478986371.4, 478986371) == ("478986372 bytes", "478986371 bytes")
     assert sizes_apart(5.6 * mib, mib - 1) == ("5.6 MiB", "1.0 MiB")
     assert sizes_apart(2.5 * gib, gib - 1) == ("2.5 GiB", "1.0 GiB")
+
+
+def test_a_size_alone_in_its_own_unit():
+    assert size_text(512) == "0.5 KiB" and size_text(3 * 2**20) == "3.0 MiB"
+    assert size_text(2**20 - 1) == "1.0 MiB" and size_text(2**30 - 1) == "1.0 GiB"
+    assert size_text(5.5 * 2**30) == "5.5 GiB"

@@ -40,14 +40,6 @@ def check_file(path: Path, formats: tuple[str, ...], what: str) -> str:
     return suffix
 
 
-def human_size(nbytes: float) -> str:
-    """``nbytes`` in GiB (from 1 GiB), MiB (from 1 MiB) or KiB, one decimal."""
-    for unit, size in (("GiB", 2**30), ("MiB", 2**20)):
-        if nbytes >= size:
-            return f"{nbytes / size:.1f} {unit}"
-    return f"{nbytes / 2**10:.1f} KiB"
-
-
 def _one_line(text: object, limit: int = 200) -> str:
     """``text`` on one line, shortened to ``limit`` characters."""
     out = " ".join(str(text).split())

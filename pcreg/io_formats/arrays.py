@@ -8,9 +8,9 @@ from pathlib import Path
 
 import numpy as np
 
-from pcreg._text import sizes_apart
+from pcreg._text import size_text, sizes_apart
 from pcreg.errors import CorruptFileError, EmptyCloudError, InputError, ShapeError
-from pcreg.io_formats._common import MAX_MEMORY_ADVICE, human_size
+from pcreg.io_formats._common import MAX_MEMORY_ADVICE
 
 __all__ = ["read_kitti_bin", "read_npy", "read_npz", "read_text"]
 
@@ -50,7 +50,7 @@ def _check_declared(path: Path, shape, count: int, nbytes: int, cap: int | None,
         raise InputError(
             path,
             f"too large to read under the memory cap: its {what} array declares shape "
-            f"{tuple(int(n) for n in shape)} ({human_size(nbytes)}), which needs about "
+            f"{tuple(int(n) for n in shape)} ({size_text(nbytes)}), which needs about "
             f"{need_text}, over {cap_text} (raise {MAX_MEMORY_ADVICE}, or thin the file)",
         )
 
