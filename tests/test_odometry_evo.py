@@ -107,8 +107,10 @@ def test_camera_frame_odometry_is_scored_against_kittis_own_poses(sequence, lida
     frames = sorted(int(p.stem) for p in (seq / "velodyne").glob("*.bin"))
     calib = seq / "calib.txt"
     est = tmp_path / "05_cam.txt"
+    # in this process (--workers 1): the Ray path is the LiDAR run's, and the same
+    # registrations give the same poses there and here (checked below to 1e-6)
     argv = ["odometry", str(seq / "velodyne"), "--frame", "camera", "--calib", str(calib),
-            "--out", str(est), "--workers", "2"]  # fmt: skip
+            "--out", str(est), "--workers", "1"]  # fmt: skip
     assert main(argv) == 0
     record = json.loads(sidecar_path(est).read_text())
     assert (record["frame"], record["calib"]) == ("camera", str(calib))
