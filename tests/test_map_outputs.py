@@ -82,7 +82,8 @@ def test_the_files_of_a_map(mapped, tmp_path):
 
 def test_an_interrupted_map_writes_none_of_its_files(mapped, tmp_path, monkeypatch):
     """A signal while the map's report is drawn (its last file): poses.txt, the sidecar,
-    the map and the picture were on disk already; now none of them is."""
+    the map and the picture were on disk already; now none of them is, and the folders the
+    map created are gone; a folder that was there stays, with what it held."""
     import signal
 
     import pcreg.viz.maps as maps
@@ -93,10 +94,15 @@ def test_an_interrupted_map_writes_none_of_its_files(mapped, tmp_path, monkeypat
 
     monkeypatch.setattr(maps, "write_map_report", interrupted)
     clouds, result = mapped
-    out = tmp_path / "map"
+    out = tmp_path / "maps" / "map"
     with pytest.raises(Terminated):
         write_map(out, result, clouds)
-    assert list(out.iterdir()) == []  # the directory itself, empty
+    assert list(tmp_path.iterdir()) == []  # neither maps/ nor maps/map left behind
+    out.mkdir(parents=True)
+    (out / "notes.txt").write_text("mine")
+    with pytest.raises(Terminated):
+        write_map(out, result, clouds)
+    assert [p.name for p in out.iterdir()] == ["notes.txt"]
 
 
 def _bunny_views(tmp_path, names=("bun000", "bun045", "bun315")):

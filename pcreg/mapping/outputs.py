@@ -17,6 +17,7 @@ existing file without ``overwrite``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Sequence
@@ -124,13 +125,20 @@ def write_map(
     from pcreg.errors import UnwritableOutputError
 
     check_out_dir(out, overwrite=overwrite)
+    created = [p for p in (Path(out).absolute(), *Path(out).absolute().parents) if not p.exists()]
     try:
         Path(out).mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise UnwritableOutputError(out, f"cannot create the directory ({err.strerror})") from None
-    paths = check_out_dir(out, overwrite=overwrite)
-    with output_group():  # every file of the map, or none (an interrupted run)
-        _write_files(paths, result, clouds, voxel, overwrite, title)
+    try:
+        paths = check_out_dir(out, overwrite=overwrite)
+        with output_group():  # every file of the map, or none (an interrupted run)
+            _write_files(paths, result, clouds, voxel, overwrite, title)
+    except BaseException:  # a failed or interrupted map leaves no folder it created behind
+        for folder in created:  # deepest first; one that holds anything stays
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        raise
     return paths
 
 
