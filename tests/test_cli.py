@@ -282,3 +282,17 @@ def test_odometry_help_says_its_default_model_and_method(capsys):
     out = " ".join(capsys.readouterr().out.split())
     assert "checkpoint PATH (default: outdoor)" in out, out
     assert "(default: geotransformer) geotransformer: the network alone" in out, out
+
+
+@pytest.mark.parametrize("command", ["batch", "map"])
+def test_cpu_only_commands_do_not_offer_cuda(capsys, command):
+    """``batch`` and ``map`` refuse ``--device cuda``; their help offered it all the same, and
+    ``batch --force`` said it replaced output files where it discards the run's results."""
+    from pcreg.cli import main
+
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "--device DEVICE cpu only:" in out and "cuda" not in out, out
+    if command == "batch":
+        assert "--force start over: replace DIR's results.jsonl" in out, out

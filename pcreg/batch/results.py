@@ -130,7 +130,12 @@ def format_summary(summary: dict, new: int | None = None) -> str:
     """A short Markdown table of :func:`summarise`'s numbers (``new``: pairs run this time)."""
     rows = [
         ("pairs", f"{summary['pairs']}" + (f" ({new} this run)" if new is not None else "")),
-        ("registered", f"{summary['registered']} of {summary['ok']}"),
+        (
+            "registered",
+            f"{summary['registered']} of {summary['ok']}"
+            if summary["ok"]
+            else "none: no pair ran to a result",
+        ),
         ("failed", f"{summary['failed']}"),
     ]
     if summary["with_gt"]:

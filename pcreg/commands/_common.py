@@ -26,10 +26,16 @@ __all__ = [
 
 
 def add_method_arguments(
-    cmd: argparse.ArgumentParser, default_model: str | None, default_method: str = "auto"
+    cmd: argparse.ArgumentParser,
+    default_model: str | None,
+    default_method: str = "auto",
+    cpu_only: str | None = None,
+    force_help: str = "replace existing output files",
 ) -> None:
     """``--model``, ``--method``, ``--icp``, ``--voxel-size``, ``--device``, ``--max-memory``,
-    ``--strict-input``, ``--force``."""
+    ``--strict-input``, ``--force``. ``cpu_only``: why the command runs on the CPU alone (its
+    ``--device`` help says so instead of offering cuda); ``force_help``: what ``--force``
+    replaces."""
     cmd.add_argument(
         "--model",
         default=default_model,
@@ -68,7 +74,11 @@ def add_method_arguments(
         help="FPFH+RANSAC / ICP voxel in metres (auto: of the clouds as scaled for the network; "
         "default 0.05 indoor, 0.3 outdoor)",
     )
-    cmd.add_argument("--device", default="cpu", help="cpu | cuda (the network)")
+    cmd.add_argument(
+        "--device",
+        default="cpu",
+        help=f"cpu only: {cpu_only}" if cpu_only else "cpu | cuda (the network)",
+    )
     add_input_arguments(cmd)
     cmd.add_argument(
         "--max-memory",
@@ -77,7 +87,7 @@ def add_method_arguments(
         help="refuse a pair whose estimated memory exceeds SIZE, e.g. 8G (default: 4G or 80%% "
         "of the available memory, whichever is less)",
     )
-    cmd.add_argument("--force", action="store_true", help="replace existing output files")
+    cmd.add_argument("--force", action="store_true", help=force_help)
 
 
 def add_input_arguments(cmd: argparse.ArgumentParser) -> None:

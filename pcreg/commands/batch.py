@@ -30,7 +30,13 @@ def add_parser(sub) -> None:
     )
     cmd.add_argument("manifest", type=Path)
     cmd.add_argument("--out", type=Path, required=True, help="results directory")
-    add_method_arguments(cmd, default_model=None)
+    add_method_arguments(
+        cmd,
+        default_model=None,
+        cpu_only="the workers register on the CPU",
+        force_help="start over: replace DIR's results.jsonl and summary.json instead of "
+        "resuming from them",
+    )
     cmd.add_argument(
         "--address",
         default=None,

@@ -35,7 +35,7 @@ def add_parser(sub) -> None:
         "of scans or globs; in time order with --sequence",
     )  # fmt: skip
     cmd.add_argument("--out", type=Path, required=True, metavar="DIR", help="output directory")
-    add_method_arguments(cmd, default_model=None)
+    add_method_arguments(cmd, default_model=None, cpu_only="the pairs register on the CPU")
     cmd.add_argument(
         "--sequence", action="store_true",
         help="the scans are in time order: consecutive pairs plus loop-closure candidates",

@@ -91,7 +91,10 @@ def test_the_results_log_survives_a_line_cut_short(tmp_path):
         1,
     )
     assert summary["median_time_s"] == 2.0 and summary["with_gt"] == 0
+    assert "| registered | 1 of 2 |" in format_summary(summary)
     assert "| failed | 1 |" in format_summary(summary)
+    every_failed = format_summary(summarise([json.loads(lines[1])]))
+    assert "| registered | none: no pair ran to a result |" in every_failed  # not "0 of 0"
     assert summary["first_error"] == "b: x"  # what pcreg batch's exit-4 line quotes
     assert summarise([json.loads(lines[0])])["first_error"] is None
 
