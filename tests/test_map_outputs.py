@@ -98,6 +98,10 @@ def test_an_interrupted_map_writes_none_of_its_files(mapped, tmp_path, monkeypat
     with pytest.raises(Terminated):
         write_map(out, result, clouds)
     assert list(tmp_path.iterdir()) == []  # neither maps/ nor maps/map left behind
+    (tmp_path / "mine").mkdir()  # a folder of the user's, empty, named through a new one
+    with pytest.raises(Terminated):
+        write_map(tmp_path / "new" / ".." / "mine", result, clouds)
+    assert [p.name for p in tmp_path.iterdir()] == ["mine"]  # "new" is gone, "mine" stays
     out.mkdir(parents=True)
     (out / "notes.txt").write_text("mine")
     with pytest.raises(Terminated):

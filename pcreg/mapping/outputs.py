@@ -125,21 +125,40 @@ def write_map(
     from pcreg.errors import UnwritableOutputError
 
     check_out_dir(out, overwrite=overwrite)
-    created = [p for p in (Path(out).absolute(), *Path(out).absolute().parents) if not p.exists()]
+    made: list[Path] = []  # the folders this call created, outermost first
     try:
-        Path(out).mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise UnwritableOutputError(out, f"cannot create the directory ({err.strerror})") from None
-    try:
+        try:
+            _make_folders(Path(out), made)
+        except OSError as err:
+            why = f"cannot create the directory ({err.strerror})"
+            raise UnwritableOutputError(out, why) from None
         paths = check_out_dir(out, overwrite=overwrite)
         with output_group():  # every file of the map, or none (an interrupted run)
             _write_files(paths, result, clouds, voxel, overwrite, title)
     except BaseException:  # a failed or interrupted map leaves no folder it created behind
-        for folder in created:  # deepest first; one that holds anything stays
+        for folder in reversed(made):  # innermost first; one that holds anything stays
             with contextlib.suppress(OSError):
                 folder.rmdir()
         raise
     return paths
+
+
+def _make_folders(folder: Path, made: list[Path]) -> None:
+    """``mkdir -p folder``, appending to ``made`` each folder this call itself created (one
+    that appears meanwhile, made by someone else, is not: it is never removed)."""
+    try:
+        os.mkdir(folder)
+    except FileNotFoundError:
+        if folder.parent == folder:
+            raise
+        _make_folders(folder.parent, made)
+        _make_folders(folder, made)
+        return
+    except FileExistsError:
+        if not folder.is_dir():
+            raise
+        return
+    made.append(folder)
 
 
 def _write_files(paths, result, clouds, voxel, overwrite, title) -> None:
