@@ -50,15 +50,9 @@ demo: setup
 	$(VENV)/bin/pcreg demo --out demo_out --force
 
 # pytest exit code 5 means "no tests collected": not a failure of the suite itself.
-# The plugins the suite uses (xdist, hypothesis) are named instead of autoloaded: pytest
-# assertion-rewrites every file of a distribution that ships a pytest plugin, so hypothesis and
-# hydra-core (whose plugins the suite does not need) were rewritten from source on each import,
-# with bytecode caching off (PYTHONDONTWRITEBYTECODE); collection took 20.4-20.7 s per
-# process with them and 15.7-16.9 s without (BENCHMARKS.md, "The test suite's time").
-PYTEST_PLUGINS_USED := -p xdist.plugin -p _hypothesis_pytestplugin
 test: setup
 	@bash scripts/system_deps.sh --test || echo "pcreg setup: chromium not installed; the HTML report's browser test will skip"
-	@PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 $(PY) -m pytest $(PYTEST_PLUGINS_USED) -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS); rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest: no tests collected"; exit 0; fi; exit $$rc
+	@$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS); rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest: no tests collected"; exit 0; fi; exit $$rc
 
 test-all: setup
 	@$(MAKE) --no-print-directory test PYTEST_ARGS="-m 'slow or not slow'"
