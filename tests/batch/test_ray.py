@@ -46,6 +46,15 @@ def _alive_nodes(address: str, env: dict) -> int:
     return int(out.stdout.strip().splitlines()[-1]) if out.returncode == 0 else 0
 
 
+def _started(proc: subprocess.Popen, log: Path, deadline: float) -> None:
+    """Wait for ``ray start --block`` to print that its node runs (watching the log costs
+    nothing; asking the cluster from a new Ray client costs 3-5 s of CPU a time)."""
+    while "Ray runtime started." not in log.read_text(errors="replace"):
+        assert proc.poll() is None, log.read_text(errors="replace")[-2000:]
+        assert time.monotonic() < deadline, log.read_text(errors="replace")[-2000:]
+        time.sleep(0.2)
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     """``(address, env)`` of a two-node loopback cluster; stopped by its process ids."""
@@ -69,9 +78,7 @@ def cluster(tmp_path_factory):
     ]  # fmt: skip
     try:
         deadline = time.monotonic() + 120
-        while _alive_nodes(address, env) < 1:
-            assert time.monotonic() < deadline, (logs / "head.log").read_text()[-2000:]
-            time.sleep(1)
+        _started(procs[0], logs / "head.log", deadline)
         procs.append(
             subprocess.Popen(
                 [str(RAY), "start", f"--address={address}", "--node-ip-address=127.0.0.3",
@@ -80,7 +87,8 @@ def cluster(tmp_path_factory):
                 stderr=subprocess.STDOUT,
             )
         )  # fmt: skip
-        while _alive_nodes(address, env) < 2:
+        _started(procs[1], logs / "node.log", deadline)
+        while _alive_nodes(address, env) < 2:  # the node has joined the head's cluster
             assert time.monotonic() < deadline, (logs / "node.log").read_text()[-2000:]
             time.sleep(1)
         yield address, env
