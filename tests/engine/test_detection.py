@@ -125,33 +125,6 @@ COCO_STATS = ["mAP", "AP50", "AP75", "AP_small", "AP_medium", "AP_large",
               "AR1", "AR10", "AR100", "AR_small", "AR_medium", "AR_large"]  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-def overfit_detr(tmp_path_factory):
-    """A tiny DETR overfitted to 8 generated images (40 steps, ~8 s on 2 cores) and scored on
-    those same images, so that its COCO numbers are not all zero (an untrained model's are);
-    training also writes its final detections (``detections=``). Returns the overrides that
-    evaluate it, train's metrics and the annotation file."""
-    from pcreg._compose import compose
-    from pcreg.config import from_dict
-    from pcreg.engine.configs import DetrExperimentConfig
-    from pcreg.engine.detection import train_detr
-
-    root = tmp_path_factory.mktemp("detr")
-    args = [
-        "train.device=cpu",  # exact comparisons: the CPU's arithmetic, on any machine
-        f"data.root={root / 'data'}", "data.val_split=train", f"out_dir={root / 'run'}",
-        "model.d_model=32", "model.ffn_dim=64", "model.backbone_widths=[8,16,32]",
-        "train.batch_size=8",
-    ]  # fmt: skip
-    train = [
-        "+data.generate={train_images: 8, val_images: 2, seed: 0}", "train.epochs=40",
-        "train.lr=2e-3", "train.lr_backbone=2e-3", "train.eval_every=0",
-        f"detections={root / 'train_detections.json'}",
-    ]  # fmt: skip
-    run = train_detr(from_dict(DetrExperimentConfig, compose("detr", args + train)))
-    return args, run.metrics, root / "data/annotations/train.json", root
-
-
 def _cocoeval_file(ann_file, path) -> list[float]:
     """pycocotools on its own, from the files: the 12 stats of COCOeval (bbox)."""
     import contextlib

@@ -12,24 +12,10 @@ from pcreg.cli import main
 
 
 @pytest.fixture(scope="module")
-def tiny_detr(tmp_path_factory):
-    """A tiny DETR overfitted to 8 generated images (40 steps, ~8 s on 2 cores); returns its
-    checkpoint, the image directory and the training detections (COCO results file)."""
-    from pcreg._compose import compose
-    from pcreg.config import from_dict
-    from pcreg.engine.configs import DetrExperimentConfig
-    from pcreg.engine.detection import train_detr
-
-    root = tmp_path_factory.mktemp("detr_predict")
-    args = [
-        "train.device=cpu",  # exact comparisons: the CPU's arithmetic, on any machine
-        f"data.root={root / 'data'}", "data.val_split=train", f"out_dir={root / 'run'}",
-        "model.d_model=32", "model.ffn_dim=64", "model.backbone_widths=[8,16,32]",
-        "train.batch_size=8", "+data.generate={train_images: 8, val_images: 2, seed: 0}",
-        "train.epochs=40", "train.lr=2e-3", "train.lr_backbone=2e-3", "train.eval_every=0",
-        f"detections={root / 'dets.json'}",
-    ]  # fmt: skip
-    train_detr(from_dict(DetrExperimentConfig, compose("detr", args)))
+def tiny_detr(overfit_detr):
+    """The tiny DETR of ``tests/engine/conftest.py``: its checkpoint, the image directory and
+    the folder holding the training detections (``train_detections.json``)."""
+    root = overfit_detr[3]
     return root / "run" / "checkpoint.pt", root / "data" / "train", root
 
 
@@ -37,7 +23,7 @@ def test_predict_matches_the_evaluation_detections(tiny_detr, capsys):
     ckpt, images, root = tiny_detr
     coco = json.loads((root / "data/annotations/train.json").read_text())
     files = {im["id"]: images / im["file_name"] for im in coco["images"]}
-    evaluated = json.loads((root / "dets.json").read_text())
+    evaluated = json.loads((root / "train_detections.json").read_text())
     assert main(["detr", "predict", *map(str, files.values()), "--checkpoint", str(ckpt),
                  "--threshold", "0", "--json"]) == 0  # fmt: skip
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
