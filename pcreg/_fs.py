@@ -7,7 +7,7 @@ directory at the output path is refused, with or without ``overwrite``.
 
 Temporary files are named ``.<name>.pcreg-<pid>-<tag>-<random>.tmp<suffix>`` (``tag`` tells
 this machine and PID namespace from others sharing the directory). They are removed on every
-exit path that runs ``finally`` (exceptions, KeyboardInterrupt, and SIGTERM/SIGHUP inside
+exit path that runs ``finally`` (exceptions, KeyboardInterrupt, and SIGTERM/SIGHUP/SIGINT inside
 :func:`signals_raise`). A process killed outright (SIGKILL, power loss) leaves its temporary
 file behind; the next write to the same target removes it once its writer's pid is gone.
 Temporary files of live processes are never touched.
@@ -249,7 +249,7 @@ def output_group() -> Iterator[None]:
     any exception (a signal included) none is, and every temporary file is removed. A
     command's outputs appear together or not at all: a SIGTERM while ``pcreg register`` drew
     its ``--render`` picture left ``--out`` written (1.9-3.0 s into the command) and the run
-    exited 143. SIGTERM and SIGHUP are held back while the files are moved (blocked on this
+    exited 143. SIGTERM, SIGHUP and SIGINT are held back while the files are moved (blocked on this
     thread; one another thread takes is recorded by pcreg's handler) and end the run right
     after."""
     pending: list[tuple[Path, Path, bool]] = []
@@ -263,7 +263,8 @@ def output_group() -> Iterator[None]:
             except OutputExistsError:
                 raise OutputExistsError(path, "appeared while writing; not replaced") from None
         raise_if_signalled()
-        held = {signal.SIGTERM, signal.SIGHUP}
+        held = {signal.SIGTERM, signal.SIGHUP, signal.SIGINT}  # Ctrl-C between two moves
+        # left an earlier map half-replaced: new poses beside the old map.ply (a hostile run)
         on_main = threading.current_thread() is threading.main_thread()
         if on_main:  # a default handler (a library caller's process) would kill mid-move
             signal.pthread_sigmask(signal.SIG_BLOCK, held)
@@ -285,7 +286,8 @@ def output_group() -> Iterator[None]:
 
 
 class Terminated(SystemExit):
-    """Raised by :func:`signals_raise` when the process receives SIGTERM or SIGHUP.
+    """Raised by :func:`signals_raise` when the process receives SIGTERM, SIGHUP or (where
+    Python's own Ctrl-C handler was in place) SIGINT.
 
     A ``SystemExit`` whose code is ``128 + signum`` (143 for SIGTERM), so ``except
     Exception`` does not swallow it, ``finally`` blocks run, and an uncaught one exits the
@@ -297,7 +299,7 @@ class Terminated(SystemExit):
         super().__init__(128 + signum)
 
     def __str__(self) -> str:
-        return f"terminated by {self.signame}"
+        return "interrupted" if self.signum == signal.SIGINT else f"terminated by {self.signame}"
 
 
 #: the signals that :func:`signals_raise` turned into :class:`Terminated`, latest last
@@ -374,13 +376,18 @@ def forget_signals() -> None:
 @contextlib.contextmanager
 def signals_raise(quiet_stderr: bool = False) -> Iterator[None]:
     """Within the block, SIGTERM and SIGHUP raise :class:`Terminated` instead of killing the
-    process at once, so ``finally`` blocks (temporary-file clean-up) run. ``quiet_stderr``
+    process at once, so ``finally`` blocks (temporary-file clean-up) run. SIGINT does too
+    (exit code 130, "interrupted") instead of raising KeyboardInterrupt: recorded like the
+    others, a Ctrl-C that a library swallowed ends the run all the same (one during
+    ``import onnxruntime`` came back as "onnxruntime is not installed", and ``pcreg map``
+    finished and exited 0), and an output group holds it back while its files move. ``quiet_stderr``
     (the ``pcreg`` command, which then exits): the signal also points file descriptor 2 at
     /dev/null for good (:func:`_quiet_stderr`; :func:`write_stderr` still reaches it).
 
-    Only signals whose handler is the default one are taken over (a handler the embedding
-    program installed is left alone), and the previous handlers are restored on exit. Off
-    the main thread (where Python cannot install handlers) it does nothing.
+    Only signals whose handler is the default one (for SIGINT, Python's) are taken over (a
+    handler the embedding program installed is left alone), and the previous handlers are
+    restored on exit. Off the main thread (where Python cannot install handlers) it does
+    nothing.
     """
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -398,9 +405,10 @@ def signals_raise(quiet_stderr: bool = False) -> Iterator[None]:
     _RECEIVED.clear()
     _ACTIVE.append(True)
     try:
-        for name in ("SIGTERM", "SIGHUP"):
+        for name in ("SIGTERM", "SIGHUP", "SIGINT"):
             signum = getattr(signal, name, None)
-            if signum is not None and signal.getsignal(signum) is signal.SIG_DFL:
+            default = signal.default_int_handler if name == "SIGINT" else signal.SIG_DFL
+            if signum is not None and signal.getsignal(signum) is default:
                 previous[signum] = signal.signal(signum, _raise)
         yield
     finally:

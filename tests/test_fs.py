@@ -334,10 +334,14 @@ def test_an_output_group_writes_all_its_files_or_none(tmp_path):
     assert (tmp_path / "c.txt").read_text() == "c"
 
 
-def test_a_signal_while_a_group_moves_its_files_ends_the_run_after_all_moved(tmp_path, monkeypatch):
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_while_a_group_moves_its_files_ends_the_run_after_all_moved(
+    tmp_path, monkeypatch, signum
+):
     """A SIGTERM that arrives while an output group moves its files (taken by another thread,
     so pcreg's handler runs in the middle of the moves) no longer stops them half-way: both
-    files are in place, then the run ends."""
+    files are in place, then the run ends. Ctrl-C too (a hostile run's SIGINT between two
+    moves left an earlier map half-replaced, with Python's KeyboardInterrupt)."""
     import os
     import threading
 
@@ -348,16 +352,17 @@ def test_a_signal_while_a_group_moves_its_files_ends_the_run_after_all_moved(tmp
     def replace(src, dst):
         moved.append(dst)
         if len(moved) == 1:  # the first move: a signal from another thread
-            sender = threading.Thread(target=os.kill, args=(os.getpid(), signal.SIGTERM))
+            sender = threading.Thread(target=os.kill, args=(os.getpid(), signum))
             sender.start()
             sender.join()
         return real(src, dst)
 
     monkeypatch.setattr(os, "replace", replace)
     a, b = tmp_path / "a.txt", tmp_path / "b.txt"
-    with pytest.raises(Terminated), signals_raise(), output_group():
+    with pytest.raises(Terminated) as ended, signals_raise(), output_group():
         for path in (a, b):
             with atomic_output(path) as tmp:
                 tmp.write_text(path.stem)
+    assert ended.value.code == 128 + signum
     assert (a.read_text(), b.read_text()) == ("a", "b") and len(moved) == 2
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt", "b.txt"]
