@@ -12,10 +12,11 @@ import numpy as np
 import pytest
 
 from pcreg.cli import main
+from pcreg.errors import UnwritableOutputError
 from pcreg.mapping.build import MapResult
 from pcreg.mapping.edges import Edge
 from pcreg.mapping.graph import optimise_graph
-from pcreg.mapping.outputs import OUTPUT_NAMES, write_map
+from pcreg.mapping.outputs import OUTPUT_NAMES, check_out_dir, write_map
 from pcreg.registration.information import COVARIANCE_FLOOR_VOXELS, information_matrix
 
 TRAIN = Path(__file__).resolve().parents[1].parent / "shared" / "train_data"
@@ -175,6 +176,20 @@ def test_argument_and_output_errors_are_one_line_and_create_nothing(tmp_path, ca
     (tmp_path / "file").write_text("")
     assert main(["map", str(scan), str(scan), "--out", str(tmp_path / "file")]) == 2
     assert "--out must be a directory" in capsys.readouterr().err
+
+
+def test_an_out_folder_that_cannot_be_made_is_refused_before_any_work(tmp_path):
+    """A dangling symbolic link on the way, or a name longer than the file system takes,
+    fails mkdir only when the map is written, after every registration: refused first."""
+    (tmp_path / "gone").symlink_to(tmp_path / "nowhere")
+    with pytest.raises(UnwritableOutputError, match="symbolic link to nothing"):
+        check_out_dir(tmp_path / "gone" / "map")
+    with pytest.raises(UnwritableOutputError, match="File name too long"):
+        check_out_dir(tmp_path / ("m" * 300))
+    with pytest.raises(UnwritableOutputError, match="File name too long"):
+        check_out_dir(tmp_path / ("m" * 300) / "map")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["gone"]  # nothing created
+    assert check_out_dir(tmp_path / ("m" * 255) / "new" / ".." / "map")["poses"].name
 
 
 def test_register_json_carries_the_pose_covariance(tmp_path, capsys):

@@ -48,7 +48,8 @@ def output_paths(out: str | os.PathLike[str]) -> dict[str, Path]:
 def check_out_dir(out: str | os.PathLike[str], *, overwrite: bool = False) -> dict[str, Path]:
     """Refuse, before any work, an ``out`` that is not a directory, an output file that exists
     (without ``overwrite``) or cannot be written, or a missing ``out`` whose nearest existing
-    parent is not a writable directory. Creates nothing. Returns :func:`output_paths`.
+    parent is not a writable directory, that passes through a symbolic link to nothing, or
+    has a name longer than the file system takes. Creates nothing. Returns :func:`output_paths`.
 
     Raises:
         OutputExistsError, UnwritableOutputError: as :func:`pcreg._fs.check_writable`.
@@ -58,15 +59,25 @@ def check_out_dir(out: str | os.PathLike[str], *, overwrite: bool = False) -> di
 
     out = Path(out)
     paths = output_paths(out)
-    if out.exists() or out.is_symlink():
+    dangling = None
+    try:
+        there = out.exists() or out.is_symlink()
+        parent = out.absolute().parent
+        while not there and not parent.exists():
+            if parent.is_symlink():  # mkdir would fail on it, after the whole run
+                dangling = parent
+                break
+            parent = parent.parent
+    except OSError as err:  # a name longer than the file system takes
+        raise UnwritableOutputError(out, f"cannot be made ({err.strerror})") from None
+    if dangling is not None:
+        raise UnwritableOutputError(out, f"{str(dangling)!r} is a symbolic link to nothing")
+    if there:
         if not out.is_dir():
             raise UnwritableOutputError(out, "--out must be a directory")
         for path in paths.values():
             check_writable(path, overwrite=overwrite)
         return paths
-    parent = out.absolute().parent
-    while not parent.exists():
-        parent = parent.parent
     if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
         raise UnwritableOutputError(out, f"cannot create the directory in {str(parent)!r}")
     return paths
