@@ -16,6 +16,7 @@ Temporary files of live processes are never touched.
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import hashlib
 import os
@@ -29,7 +30,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from pcreg.errors import OutputExistsError, UnwritableOutputError
+from pcreg.errors import InputError, OutputExistsError, UnwritableOutputError
 
 __all__ = [
     "Terminated",
@@ -181,6 +182,11 @@ def _make_temp(path: Path, *, sweep: bool = True) -> Path:
     return Path(tmp_name)
 
 
+#: errors of writing itself: reported with the output's name (a writer such as ``np.save``
+#: raises them without one, and the temporary file's name means nothing to the user)
+_WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EIO, errno.EROFS})
+
+
 @contextlib.contextmanager
 def atomic_output(path: str | os.PathLike[str], *, overwrite: bool = False) -> Iterator[Path]:
     """Yield a temporary path in the target's directory; on success move it onto ``path``.
@@ -201,9 +207,17 @@ def atomic_output(path: str | os.PathLike[str], *, overwrite: bool = False) -> I
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)
-        yield tmp
-        with open(tmp, "rb+") as handle:
-            os.fsync(handle.fileno())
+        try:
+            yield tmp
+            with open(tmp, "rb+") as handle:
+                os.fsync(handle.fileno())
+        except OSError as err:  # disk full, a file size limit: name the output, not its temp
+            if err.errno is None and not isinstance(err, InputError):  # numpy's short write
+                why = f"could not be written in full ({err}): is the disk full?"
+                raise OSError(errno.EIO, why, str(path)) from None
+            if err.errno in _WRITE_ERRNOS and err.filename in (None, str(tmp), tmp):
+                raise OSError(err.errno, err.strerror or str(err), str(path)) from None
+            raise
         if _GROUPS:
             _GROUPS[-1].append((tmp, path, overwrite))
             handed = True

@@ -4,6 +4,7 @@ the next write to the same target has run."""
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import subprocess
@@ -138,6 +139,37 @@ def test_exception_inside_atomic_output_leaves_nothing(tmp_path, error):
         tmp.write_text("half")
         raise error("boom")
     assert [p.name for p in tmp_path.iterdir()] == ["T.txt"] and target.read_text() == "old"
+
+
+def test_a_write_past_the_file_size_limit_names_the_output(tmp_path):
+    """``np.save`` past ``ulimit -f`` raises EFBIG without a file name; the error names the
+    output (not its temporary file), and nothing is left behind. In a child process: the limit
+    holds for the whole process."""
+    import subprocess
+    import sys
+
+    code = """
+import resource, signal, sys
+import numpy as np
+from pcreg._fs import atomic_output
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+for write in (lambda tmp: np.save(tmp, np.zeros(10_000)),
+              lambda tmp: tmp.write_bytes(bytes(10_000))):
+    try:
+        with atomic_output(sys.argv[1]) as tmp:
+            write(tmp)
+    except OSError as err:
+        print(err.errno, err.filename, err.strerror, sep="|")
+"""
+    target = tmp_path / "big.npy"
+    done = subprocess.run([sys.executable, "-c", code, str(target)], capture_output=True,
+                          text=True, timeout=60, check=True)  # fmt: skip
+    lines = [line.split("|") for line in done.stdout.splitlines()]
+    assert [line[:2] for line in lines] == [[str(errno.EIO), str(target)],
+                                            [str(errno.EFBIG), str(target)]], done  # fmt: skip
+    assert "is the disk full?" in lines[0][2] and lines[1][2] == "File too large", lines
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_temp_file_names_carry_the_writer_pid(tmp_path):

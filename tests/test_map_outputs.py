@@ -192,6 +192,28 @@ def test_an_out_folder_that_cannot_be_made_is_refused_before_any_work(tmp_path):
     assert check_out_dir(tmp_path / ("m" * 255) / "new" / ".." / "map")["poses"].name
 
 
+def test_a_map_ply_written_short_is_an_error(tmp_path):
+    """Open3D reports success on a PLY cut short by a full disk or ``ulimit -f``; the map's
+    size check refuses it, naming the output, and passes the whole file."""
+    import errno
+
+    import open3d as o3d
+
+    from pcreg.mapping.outputs import _check_ply_size
+
+    rng = np.random.default_rng(0)
+    cloud = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(rng.random((500, 3))))
+    cloud.colors = o3d.utility.Vector3dVector(rng.random((500, 3)))
+    tmp = tmp_path / "t.ply"
+    assert o3d.io.write_point_cloud(str(tmp), cloud, write_ascii=False)
+    _check_ply_size(tmp, tmp_path / "map.ply", 500)
+    with open(tmp, "r+b") as handle:
+        handle.truncate(tmp.stat().st_size - 1)
+    with pytest.raises(OSError, match="written short") as err:
+        _check_ply_size(tmp, tmp_path / "map.ply", 500)
+    assert err.value.errno == errno.EIO and err.value.filename == str(tmp_path / "map.ply")
+
+
 def test_register_json_carries_the_pose_covariance(tmp_path, capsys):
     """``pcreg register --json``: the information matrix and the calibrated covariance of the
     estimate (rotation in rad then translation, source frame; the object floor of

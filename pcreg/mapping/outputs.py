@@ -172,6 +172,27 @@ def _make_folders(folder: Path, made: list[Path]) -> None:
     made.append(folder)
 
 
+#: bytes of one vertex of the map's binary PLY: x, y, z as double, red, green, blue as uchar
+_PLY_VERTEX_BYTES = 3 * 8 + 3
+
+
+def _check_ply_size(tmp: Path, target: Path, count: int) -> None:
+    """Refuse a binary PLY of ``count`` coloured points that is shorter than its header says:
+    Open3D (RPly) reports success on a write cut short by a full disk or ``ulimit -f``.
+
+    Raises:
+        OSError: ``errno.EIO`` naming ``target``."""
+    import errno
+
+    with open(tmp, "rb") as handle:
+        head = handle.read(4096)
+    end = head.find(b"end_header\n")
+    want = end + len(b"end_header\n") + count * _PLY_VERTEX_BYTES
+    if end < 0 or tmp.stat().st_size != want:
+        why = f"the PLY was written short ({tmp.stat().st_size} of {want} bytes): is the disk full?"
+        raise OSError(errno.EIO, why, str(target))
+
+
 def _write_files(paths, result, clouds, voxel, overwrite, title) -> None:
     """:func:`write_map`'s files, into the checked ``paths``."""
     import open3d as o3d
@@ -197,6 +218,7 @@ def _write_files(paths, result, clouds, voxel, overwrite, title) -> None:
     with atomic_output(paths["map"], overwrite=overwrite) as tmp:
         if not o3d.io.write_point_cloud(str(tmp), cloud, write_ascii=False):
             raise UnwritableOutputError(paths["map"], "Open3D could not write the PLY")
+        _check_ply_size(tmp, paths["map"], len(points))
     kept = [(e.src, e.ref) for e in result.edges if e.kept]
     rejected = [(e.src, e.ref) for e in result.edges if e.registered and not e.kept]
     labels = [os.path.basename(n) for n in result.names]
