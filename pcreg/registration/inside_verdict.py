@@ -7,7 +7,8 @@ judged by :func:`inside_rule` in one of two ways:
   of the small cloud that fits at the fine radius, the fit's contrast when moved a few radii
   (each way and along the direction it is least sensitive to: a board on a wall slides), and
   the margin to the best *different* pose (another place, or a turn of the same place: the
-  small cloud fits somewhere else nearly as well when it is absent from the scene);
+  small cloud fits somewhere else nearly as well when it is absent from the scene), and
+  from the scene's side, the share of its object points next to the answer that lie on it;
 * **in part** (:func:`_part_rule`: a whole-object template, of which a scan sees one side):
   no pose fits whole, so the scene's side is read instead: the scene's object points next to
   it lie on it (:func:`object_share`), it does not pass through the surface it stands on, the
@@ -60,6 +61,12 @@ MAX_MARGIN = 0.6
 #: 0.984-1.0, a different object of the same style at most 0.924, a crop of another room at
 #: most 0.774, a thin sheet has no such points
 MIN_OBJECT_SHARE = 0.95
+#: the same, for an answer that fits whole (a crop): a crop of the scene explains what the
+#: scene holds there, from both sides. Right crops 0.85-1.0 (seeds 0-19 and 1,000,400-419);
+#: a crop of another room that fit 91 % of itself onto a corner, 0.37 (seed 1,000,401:
+#: refused by its margin alone, 0.80; a finer places search that was tried found the same
+#: pose with margin 0.57 and registered it)
+MIN_WHOLE_SHARE = 0.7
 #: and it must not pass through a supporting plane: at most this share of it lies more than
 #: :data:`THROUGH_DEPTH` fine voxels beyond one, over the plane's points. Right template poses
 #: 0.000 (seeds 0-19), a different object registered at a real one's place 0.045
@@ -213,7 +220,11 @@ def _part_rule(found: InsideSearch) -> str:
 
 
 def _whole_rule(found: InsideSearch) -> str:
-    """The rule for a small cloud the scene holds whole (a crop of it)."""
+    """The rule for a small cloud the scene holds whole (a crop of it): it fits, the fit is
+    distinctive, the scene's object points next to it lie on it (where there are any: a crop
+    of bare planes has none), and no different pose fits nearly as well."""
+    from pcreg.registration.verify import MIN_INLIERS
+
     if found.fitness < MIN_FITNESS:
         return (
             f"object in scene: at best {found.fitness:.0%} of the small cloud fits the large "
@@ -224,6 +235,12 @@ def _whole_rule(found: InsideSearch) -> str:
                 f"{found.worst_contrast:.2f} along its weakest direction; at least "
                 f"{MIN_CONTRAST} and {MIN_WORST_CONTRAST}): it slides on a surface or fits "
                 "by chance")  # fmt: skip
+    if found.object_points >= MIN_INLIERS and found.object_share < MIN_WHOLE_SHARE:
+        return (
+            f"object in scene: {found.fitness:.0%} of the small cloud fits, but of the scene's "
+            f"{found.object_points} object points next to it only {found.object_share:.0%} lie "
+            f"on it (at least {MIN_WHOLE_SHARE:.0%}): it is not what the scene holds there"
+        )
     if found.margin > MAX_MARGIN:
         return (
             f"ambiguous: another pose of the small cloud fits {found.margin:.0%} as well (at "

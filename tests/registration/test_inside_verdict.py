@@ -135,6 +135,27 @@ def test_the_part_rule_names_what_fails(change, words):
     assert (reason == "") if not words else (words in reason), reason
 
 
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        ({}, ""),
+        ({"fitness": 0.85}, "at least 90% needed"),
+        ({"contrast": 0.2}, "not distinctive"),
+        ({"object_share": 0.4}, "only 40% lie on it"),
+        ({"object_share": 0.4, "object_points": 10}, ""),  # bare planes: nothing to explain
+        ({"margin": 0.7}, "does not tell where it is"),
+    ],
+)
+def test_the_whole_rule_names_what_fails(change, words):
+    """A crop's answer is judged whole, from both sides: it fits, distinctively, the scene's
+    object points next to it lie on it (a crop of another room fit 91 % of itself onto a
+    corner of the scene, explaining 39 % of what stands there), no other pose fits as well."""
+    values = dict(fitness=1.0, margin=0.3, object_share=0.9, part=False)
+    values.update(change)
+    reason = inside_rule(_part(**values))
+    assert (reason == "") if not words else (words in reason), reason
+
+
 def test_a_whole_answer_is_not_judged_in_part():
     """The same measurements as a whole answer: a 55 % fit is under the whole rule's floor."""
     assert "at least 90% needed" in inside_rule(_part(part=False))
