@@ -30,7 +30,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from pcreg.errors import InputError, OutputExistsError, UnwritableOutputError
+from pcreg.errors import OutputExistsError, UnwritableOutputError
 
 __all__ = [
     "Terminated",
@@ -182,9 +182,12 @@ def _make_temp(path: Path, *, sweep: bool = True) -> Path:
     return Path(tmp_name)
 
 
-#: errors of writing itself: reported with the output's name (a writer such as ``np.save``
-#: raises them without one, and the temporary file's name means nothing to the user)
-_WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EIO, errno.EROFS})
+#: errors only writing raises: reported with the output's name (a writer such as ``np.save``
+#: raises them without one, and the temporary file's name means nothing to the user); not
+#: EIO, which reading an input inside the block raises too
+_WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EROFS})
+#: numpy's ``tofile`` cut short (a full disk, ``ulimit -f``): an OSError with no errno
+_SHORT_WRITE = re.compile(r"\d+ requested and \d+ written")
 
 
 @contextlib.contextmanager
@@ -212,11 +215,11 @@ def atomic_output(path: str | os.PathLike[str], *, overwrite: bool = False) -> I
             with open(tmp, "rb+") as handle:
                 os.fsync(handle.fileno())
         except OSError as err:  # disk full, a file size limit: name the output, not its temp
-            if err.errno is None and not isinstance(err, InputError):  # numpy's short write
+            if type(err) is OSError and _SHORT_WRITE.fullmatch(str(err)):  # numpy's tofile
                 why = f"could not be written in full ({err}): is the disk full?"
-                raise OSError(errno.EIO, why, str(path)) from None
+                raise OSError(errno.EIO, why, str(path)) from err
             if err.errno in _WRITE_ERRNOS and err.filename in (None, str(tmp), tmp):
-                raise OSError(err.errno, err.strerror or str(err), str(path)) from None
+                raise OSError(err.errno, err.strerror or str(err), str(path)) from err
             raise
         if _GROUPS:
             _GROUPS[-1].append((tmp, path, overwrite))

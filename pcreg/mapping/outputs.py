@@ -59,19 +59,23 @@ def check_out_dir(out: str | os.PathLike[str], *, overwrite: bool = False) -> di
 
     out = Path(out)
     paths = output_paths(out)
-    dangling = None
-    try:
-        there = out.exists() or out.is_symlink()
-        parent = out.absolute().parent
-        while not there and not parent.exists():
-            if parent.is_symlink():  # mkdir would fail on it, after the whole run
-                dangling = parent
-                break
-            parent = parent.parent
-    except OSError as err:  # a name longer than the file system takes
-        raise UnwritableOutputError(out, f"cannot be made ({err.strerror})") from None
-    if dangling is not None:
-        raise UnwritableOutputError(out, f"{str(dangling)!r} is a symbolic link to nothing")
+    there = _present(out, out, follow=False)
+    parent, missing = out.absolute().parent, [out.name]
+    while not there and not _present(parent, out):  # what mkdir will have to create
+        missing.append(parent.name)
+        parent = parent.parent
+    if not there:
+        try:
+            longest = os.pathconf(parent, "PC_NAME_MAX")
+        except (OSError, ValueError):  # the file system does not say
+            longest = None
+        for name in missing:
+            if longest is not None and len(os.fsencode(name)) > longest:
+                raise UnwritableOutputError(
+                    out,
+                    f"cannot be made: a name of {len(os.fsencode(name))} bytes, over the "
+                    f"file system's {longest}",
+                )
     if there:
         if not out.is_dir():
             raise UnwritableOutputError(out, "--out must be a directory")
@@ -81,6 +85,33 @@ def check_out_dir(out: str | os.PathLike[str], *, overwrite: bool = False) -> di
     if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
         raise UnwritableOutputError(out, f"cannot create the directory in {str(parent)!r}")
     return paths
+
+
+def _present(path: Path, out: Path, follow: bool = True) -> bool:
+    """Whether ``path`` exists (``follow``: through symbolic links), by ``os.stat`` itself
+    (``Path.exists`` swallows every error from Python 3.13 on).
+
+    Raises:
+        UnwritableOutputError: naming ``out``: a symbolic link to nothing or in a loop on the
+            way (mkdir would fail on it after the whole run), a name too long, no permission.
+    """
+    import errno
+
+    from pcreg.errors import UnwritableOutputError
+
+    try:
+        (os.stat if follow else os.lstat)(path)
+        return True
+    except (FileNotFoundError, NotADirectoryError):  # a file on the way: reported later
+        if follow and os.path.islink(path):
+            raise UnwritableOutputError(
+                out, f"{str(path)!r} is a symbolic link to nothing"
+            ) from None
+        return False
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise UnwritableOutputError(out, f"{str(path)!r} is a loop of symbolic links") from None
+        raise UnwritableOutputError(out, f"cannot be made ({err.strerror})") from None
 
 
 def world_scans(result: MapResult, clouds: Sequence[np.ndarray]) -> list[np.ndarray | None]:
@@ -177,8 +208,9 @@ _PLY_VERTEX_BYTES = 3 * 8 + 3
 
 
 def _check_ply_size(tmp: Path, target: Path, count: int) -> None:
-    """Refuse a binary PLY of ``count`` coloured points that is shorter than its header says:
-    Open3D (RPly) reports success on a write cut short by a full disk or ``ulimit -f``.
+    """Refuse a binary PLY of ``count`` coloured points that is not the size they take after
+    its header: Open3D (RPly) reports success on a write cut short by a full disk or
+    ``ulimit -f``.
 
     Raises:
         OSError: ``errno.EIO`` naming ``target``."""
@@ -187,9 +219,11 @@ def _check_ply_size(tmp: Path, target: Path, count: int) -> None:
     with open(tmp, "rb") as handle:
         head = handle.read(4096)
     end = head.find(b"end_header\n")
-    want = end + len(b"end_header\n") + count * _PLY_VERTEX_BYTES
-    if end < 0 or tmp.stat().st_size != want:
-        why = f"the PLY was written short ({tmp.stat().st_size} of {want} bytes): is the disk full?"
+    if end < 0:
+        raise OSError(errno.EIO, "the PLY's header was cut short: is the disk full?", str(target))
+    want, size = end + len(b"end_header\n") + count * _PLY_VERTEX_BYTES, tmp.stat().st_size
+    if size != want:
+        why = f"the PLY is {size} bytes, its {count} points take {want}: is the disk full?"
         raise OSError(errno.EIO, why, str(target))
 
 
