@@ -59,6 +59,10 @@ def check_writable(path: str | os.PathLike[str], *, overwrite: bool = False) -> 
     _check_target(path, overwrite=overwrite)
     parent = _parent(path)
     if not parent.is_dir():
+        if parent.exists():
+            raise UnwritableOutputError(path, f"{str(parent)!r} is not a directory")
+        if parent.is_symlink():
+            raise UnwritableOutputError(path, f"{str(parent)!r} is a symbolic link to nothing")
         raise UnwritableOutputError(path, f"directory {str(parent)!r} does not exist")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise UnwritableOutputError(
@@ -317,6 +321,34 @@ class Terminated(SystemExit):
 
     def __str__(self) -> str:
         return "interrupted" if self.signum == signal.SIGINT else f"terminated by {self.signame}"
+
+
+@contextlib.contextmanager
+def quiet_native() -> Iterator[list[str]]:
+    """Keep what native code prints off the terminal: file descriptors 1 and 2 go to a
+    temporary file meanwhile (Open3D's PLY reader and writer, RPly, print there themselves,
+    past Open3D's verbosity level: a map.ply cut short by a full disk printed 70-85 lines).
+    Yields a list that receives the text afterwards."""
+    printed: list[str] = []
+    with tempfile.TemporaryFile() as sink:
+        saved = []
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        for fd in (1, 2):
+            try:
+                saved.append((fd, os.dup(fd)))
+                os.dup2(sink.fileno(), fd)
+            except OSError:  # a closed descriptor: nothing to keep quiet
+                continue
+        try:
+            yield printed
+        finally:
+            for fd, old in saved:
+                os.dup2(old, fd)
+                os.close(old)
+            sink.seek(0)
+            printed.append(sink.read().decode("utf-8", "replace"))
 
 
 #: the signals that :func:`signals_raise` turned into :class:`Terminated`, latest last

@@ -122,6 +122,11 @@ def test_existing_file_message_names_the_flag_and_the_keyword(tmp_path):
         check_writable(tmp_path / "T.txt")
     with pytest.raises(UnwritableOutputError, match="is a directory"):
         check_writable(tmp_path, overwrite=True)
+    with pytest.raises(UnwritableOutputError, match=r"'.*T.txt' is not a directory"):
+        check_writable(tmp_path / "T.txt" / "U.txt")
+    (tmp_path / "gone").symlink_to(tmp_path / "nowhere")
+    with pytest.raises(UnwritableOutputError, match=r"'.*gone' is a symbolic link to nothing"):
+        check_writable(tmp_path / "gone" / "U.txt")
 
 
 # -- no temporary file left behind ----------------------------------------------------------
@@ -170,6 +175,27 @@ for write in (lambda tmp: np.save(tmp, np.zeros(10_000)),
                                             [str(errno.EFBIG), str(target)]], done  # fmt: skip
     assert "is the disk full?" in lines[0][2] and lines[1][2] == "File too large", lines
     assert list(tmp_path.iterdir()) == []
+
+
+def test_native_output_is_kept_off_the_terminal(tmp_path):
+    """Open3D's PLY writer prints a line per value it fails to write (70-85 lines for a map
+    cut short by ``ulimit -f``); :func:`quiet_native` takes them off file descriptor 2 and
+    hands them over."""
+    code = """
+import resource, signal, sys
+import numpy as np
+import open3d as o3d
+from pcreg._fs import quiet_native
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+cloud = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(np.zeros((20000, 3))))
+resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+with quiet_native() as printed:
+    o3d.io.write_point_cloud(sys.argv[1], cloud, write_ascii=False)
+print(printed[0].count("RPly"))
+"""
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path / "x.ply")],
+                          capture_output=True, text=True, timeout=60, check=True)  # fmt: skip
+    assert int(done.stdout) > 10 and "RPly" not in done.stderr, done
 
 
 def test_temp_file_names_carry_the_writer_pid(tmp_path):

@@ -193,6 +193,12 @@ def test_an_out_folder_that_cannot_be_made_is_refused_before_any_work(tmp_path):
         with pytest.raises(UnwritableOutputError, match=r"File name too long|a name of 300 bytes"):
             check_out_dir(tmp_path / out)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["gone", "loop"]  # nothing created
+    with pytest.raises(UnwritableOutputError, match="gone: is a symbolic link to nothing"):
+        check_out_dir(tmp_path / "gone")
+    (tmp_path / "file").write_text("")
+    with pytest.raises(UnwritableOutputError, match=r"'.*file' is not a directory"):
+        check_out_dir(tmp_path / "file" / "map")
+    (tmp_path / "file").unlink()
     assert check_out_dir(tmp_path / ("m" * 255) / "new" / ".." / "map")["poses"].name
 
 

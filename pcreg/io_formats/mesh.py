@@ -18,18 +18,14 @@ parser; Open3D gives its triangles only when they are needed for the area.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
-import os
 import struct
-import sys
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 
+from pcreg._fs import quiet_native
 from pcreg.errors import CorruptFileError, EmptyCloudError
 from pcreg.io_formats._common import RawCloud, _one_line, _read_bytes
 
@@ -52,39 +48,12 @@ def _open3d():
     return o3d
 
 
-@contextlib.contextmanager
-def _quiet_native() -> Iterator[list[str]]:
-    """Keep what native code prints off the terminal: file descriptors 1 and 2 go to a
-    temporary file meanwhile (Open3D's PLY parser, RPly, prints there itself, past Open3D's
-    verbosity level). Yields a list that receives the text afterwards."""
-    printed: list[str] = []
-    with tempfile.TemporaryFile() as sink:
-        saved = []
-        for stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(Exception):
-                stream.flush()
-        for fd in (1, 2):
-            try:
-                saved.append((fd, os.dup(fd)))
-                os.dup2(sink.fileno(), fd)
-            except OSError:  # a closed descriptor: nothing to keep quiet
-                continue
-        try:
-            yield printed
-        finally:
-            for fd, old in saved:
-                os.dup2(old, fd)
-                os.close(old)
-            sink.seek(0)
-            printed.append(sink.read().decode("utf-8", "replace"))
-
-
 def _open3d_mesh(path: Path) -> tuple[np.ndarray, np.ndarray]:
     """(vertices (V, 3) float64, triangles (F, 3) int64) by Open3D's reader, quietly (what it
     prints is logged at DEBUG)."""
     o3d = _open3d()
     with (
-        _quiet_native() as printed,
+        quiet_native() as printed,
         o3d.utility.VerbosityContextManager(o3d.utility.VerbosityLevel.Error),
     ):
         mesh = o3d.io.read_triangle_mesh(str(path))

@@ -19,16 +19,19 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
-from pcreg._fs import atomic_output, output_group
+from pcreg._fs import atomic_output, output_group, quiet_native
 from pcreg.mapping.build import MapResult
 
 __all__ = ["OUTPUT_NAMES", "check_out_dir", "merged_map", "output_paths", "write_map"]
+
+logger = logging.getLogger(__name__)
 
 #: the files of a map directory, by role
 OUTPUT_NAMES = {
@@ -78,11 +81,16 @@ def check_out_dir(out: str | os.PathLike[str], *, overwrite: bool = False) -> di
                 )
     if there:
         if not out.is_dir():
-            raise UnwritableOutputError(out, "--out must be a directory")
+            dangling = out.is_symlink() and not out.exists()
+            raise UnwritableOutputError(
+                out, "is a symbolic link to nothing" if dangling else "--out must be a directory"
+            )
         for path in paths.values():
             check_writable(path, overwrite=overwrite)
         return paths
-    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+    if not parent.is_dir():
+        raise UnwritableOutputError(out, f"{str(parent)!r} is not a directory")
+    if not os.access(parent, os.W_OK | os.X_OK):
         raise UnwritableOutputError(out, f"cannot create the directory in {str(parent)!r}")
     return paths
 
@@ -250,7 +258,11 @@ def _write_files(paths, result, clouds, voxel, overwrite, title) -> None:
     cloud = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(points))
     cloud.colors = o3d.utility.Vector3dVector(colors[owner])
     with atomic_output(paths["map"], overwrite=overwrite) as tmp:
-        if not o3d.io.write_point_cloud(str(tmp), cloud, write_ascii=False):
+        with quiet_native() as printed:  # RPly prints a line per failed value
+            written = o3d.io.write_point_cloud(str(tmp), cloud, write_ascii=False)
+        if printed[0].strip():
+            logger.debug("Open3D writing %s: %s", paths["map"], printed[0].strip())
+        if not written:
             raise UnwritableOutputError(paths["map"], "Open3D could not write the PLY")
         _check_ply_size(tmp, paths["map"], len(points))
     kept = [(e.src, e.ref) for e in result.edges if e.kept]
