@@ -41,14 +41,18 @@ def _one_error_line(stderr: str) -> str:
 
 
 @pytest.mark.parametrize("redirect", [" >&-", " >/dev/full"])
-def test_closed_or_full_stdout_is_exit_2(clouds, redirect):
+def test_closed_or_full_stdout_is_exit_2(clouds, redirect, tmp_path):
+    """Exit 2, one line, and no --out: the summary is written before the outputs are moved
+    into place (a full stdout once left --out behind a run that failed)."""
     src, _ = clouds
     # view without --render opens a window; the cheapest command printing to stdout on good
     # input is register on a refused pair... so use a pair that registers fast: fpfh at 0.3 m
+    out = tmp_path / "T.txt"
     proc = _pcreg("register", str(src), str(src), "--method", "fpfh-ransac", "--voxel-size",
-                  "0.3", "--json", shell_suffix=redirect)  # fmt: skip
+                  "0.3", "--json", "--out", str(out), shell_suffix=redirect)  # fmt: skip
     assert proc.returncode == 2, proc.stderr
     assert "stdout" in _one_error_line(proc.stderr)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ref.npy", "src.npy"]  # no T.txt
 
 
 def test_file_name_too_long_is_exit_2(tmp_path, clouds):

@@ -220,9 +220,11 @@ def run(args: argparse.Namespace) -> int:
                 overwrite=args.force,
             )
             logger.info("wrote %s", args.report)
-    sys.stdout.write(
-        (json.dumps(record) if args.json else format_result(record, args.model is None)) + "\n"
-    )
+        # the summary last in the group: a full or closed stdout (exit 2) leaves no output
+        sys.stdout.write(
+            (json.dumps(record) if args.json else format_result(record, args.model is None)) + "\n"
+        )
+        sys.stdout.flush()
     if args.show:
         from pcreg.viz.interactive import show_pair
 
