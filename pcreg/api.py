@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import os
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -276,6 +277,7 @@ def map(  # the package's verb, pcreg.map(scans); the builtin is not used in thi
     map_voxel: float | None = None,
     overwrite: bool = False,
     progress: bool = False,
+    before_writing: Callable[[Any], None] | None = None,
 ):
     """Place many scans in one frame: register candidate pairs, keep the edges a pose graph
     finds consistent, and give every scan ``T_world_scan`` (:mod:`pcreg.mapping`).
@@ -299,6 +301,8 @@ def map(  # the package's verb, pcreg.map(scans); the builtin is not used in thi
         map_voxel: the voxel of ``map.ply`` in input units (default the registrations').
         overwrite: replace existing files in ``out``.
         progress: a progress bar over the pairs.
+        before_writing: called with the map before its files are written (the command line
+            prints its summary there: a full or closed stdout then leaves no files).
 
     Returns:
         A :class:`~pcreg.mapping.MapResult`: ``poses (K, 4, 4)`` ``T_world_scan`` in the
@@ -339,6 +343,8 @@ def map(  # the package's verb, pcreg.map(scans); the builtin is not used in thi
         clouds, names, options=options, sequence=sequence, candidates=candidates,
         neighbours=neighbours, workers=workers, address=address, progress=progress,
     )  # fmt: skip
+    if before_writing is not None:
+        before_writing(result)
     if out is not None:
         write_map(out, result, clouds, voxel=map_voxel, overwrite=overwrite)
     return result

@@ -55,6 +55,19 @@ def test_closed_or_full_stdout_is_exit_2(clouds, redirect, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ref.npy", "src.npy"]  # no T.txt
 
 
+def test_a_map_to_a_full_stdout_writes_no_map(clouds, tmp_path):
+    """``pcreg map`` prints its poses before it writes the map: a full stdout is exit 2 with
+    one line and no --out folder (it once left the whole map behind a run that failed)."""
+    src, _ = clouds
+    out = tmp_path / "map"
+    proc = _pcreg("map", str(src), str(src), "--method", "fpfh-ransac", "--voxel-size", "0.3",
+                  "--workers", "1", "--json", "--out", str(out),
+                  shell_suffix=" >/dev/full")  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert "stdout" in _one_error_line(proc.stderr)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ref.npy", "src.npy"]  # no map/
+
+
 def test_file_name_too_long_is_exit_2(tmp_path, clouds):
     _, ref = clouds
     long = tmp_path / ("x" * 300 + ".npy")

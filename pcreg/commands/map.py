@@ -85,12 +85,24 @@ def run(args: argparse.Namespace) -> int:
     check_outputs(  # an output is never one of the scans
         [p for p in paths.values() if p.parent.is_dir()], args.force, inputs=scans
     )
+
+    def summary(result) -> None:
+        """The poses on stdout, before the files are written: a full or closed stdout (exit
+        2) leaves no map behind."""
+        if args.json:
+            sys.stdout.write(json.dumps(result.record()) + "\n")
+        else:
+            for name, pose, ok in zip(result.names, result.poses, result.placed, strict=True):
+                where = "unplaced" if not ok else " ".join(f"{v:.6e}" for v in pose[:3, :4].ravel())
+                sys.stdout.write(f"{name}\t{where}\n")
+        sys.stdout.flush()
+
     result = build(
         scans, args.out, args.model, method=args.method, icp=args.icp,
         voxel_size=args.voxel_size, sequence=args.sequence, candidates=args.candidates,
         neighbours=args.neighbours, workers=args.workers, address=args.address,
         max_memory=args.max_memory, nan_policy=nan_policy(args), map_voxel=args.map_voxel,
-        overwrite=args.force, progress=sys.stderr.isatty(),
+        overwrite=args.force, progress=sys.stderr.isatty(), before_writing=summary,
     )  # fmt: skip
     kept = sum(e.kept for e in result.edges)
     logger.info(
@@ -98,12 +110,6 @@ def run(args: argparse.Namespace) -> int:
         "wrote %s", int(result.placed.sum()), len(scans), len(result.edges),
         sum(e.registered for e in result.edges), kept, args.out,
     )  # fmt: skip
-    if args.json:
-        sys.stdout.write(json.dumps(result.record()) + "\n")
-    else:
-        for name, pose, ok in zip(result.names, result.poses, result.placed, strict=True):
-            where = "unplaced" if not ok else " ".join(f"{v:.6e}" for v in pose[:3, :4].ravel())
-            sys.stdout.write(f"{name}\t{where}\n")
     if not result.complete:  # the outputs are written: now one line on stderr, exit 3
         first = int(np.flatnonzero(~result.placed)[0])
         missing = int((~result.placed).sum())
