@@ -202,9 +202,9 @@ def test_interleaved_cases_take_turns_in_their_own_processes(tiny_checkpoint, ro
     from pcreg.bench.real_pairs import RealPair
     from pcreg.io import write_points
 
-    src, ref, gt = room_pair  # a quarter of the points: the turns are under test, not speed
-    write_points(tmp_path / "src.ply", src[::4])
-    write_points(tmp_path / "ref.ply", ref[::4])
+    src, ref, gt = room_pair  # an eighth of the points: the turns are under test, not speed
+    write_points(tmp_path / "src.ply", src[::8])
+    write_points(tmp_path / "ref.ply", ref[::8])
     pair = RealPair("room", "indoor", str(tmp_path / "src.ply"), str(tmp_path / "ref.ply"),
                     gt.tolist())  # fmt: skip
     cases = [("geotransformer", str(tiny_checkpoint), False), ("fpfh-ransac", "indoor", False)]

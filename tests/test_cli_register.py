@@ -283,8 +283,9 @@ def test_invalid_points_are_dropped_and_counted_in_json(tmp_path, capsys, room_p
     import pcreg
 
     src, ref, _ = room_pair
+    src, ref = src[::4], ref[::4]  # the counts are under test, not the registration
     holes = np.full((700, 3), np.nan)
-    path = write_pcd(tmp_path / "src.pcd", xyz_columns(np.vstack([src[:3000], holes, src[3000:]])))
+    path = write_pcd(tmp_path / "src.pcd", xyz_columns(np.vstack([src[:1000], holes, src[1000:]])))
     write_points(tmp_path / "ref.ply", ref)
     code = main(["register", str(path), str(tmp_path / "ref.ply"), "--json"])
     record = json.loads(capsys.readouterr().out)
