@@ -7,6 +7,7 @@ sits beside ``model``. Loading uses ``torch.load(weights_only=True)``: no pickle
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 from typing import Any
@@ -39,7 +40,13 @@ def save_checkpoint(
         **extra,
     }
     with atomic_output(path, overwrite=overwrite) as tmp:
-        torch.save(payload, tmp)
+        try:
+            torch.save(payload, tmp)
+        except RuntimeError as err:  # torch's zip writer cut short (a full disk, ulimit -f)
+            if "inline_container" not in str(err) and "PytorchStreamWriter" not in str(err):
+                raise
+            why = f"could not be written in full ({_first_line(err)}): is the disk full?"
+            raise OSError(errno.EIO, why, str(path)) from err
     return Path(path)
 
 
