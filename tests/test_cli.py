@@ -296,3 +296,32 @@ def test_cpu_only_commands_do_not_offer_cuda(capsys, command):
     assert "--device DEVICE cpu only:" in out and "cuda" not in out, out
     if command == "batch":
         assert "--force start over: replace DIR's results.jsonl" in out, out
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["register", "a.npy", "b.npy", "--out", ""], "argument --out: an empty path"),
+        (["register", "", "b.npy"], "argument src: an empty path"),
+        (["map", "a.npy", "b.npy", "--out", ""], "argument --out: an empty path"),
+        (["view", "a.npy", "", "--render", "v.png"], "argument ref: an empty path"),
+        (["register", "a.npy", "b.npy", "--out", "newdir/"],
+         "argument --out: 'newdir/' names a folder; give a file path in it"),
+        (["register", "a.npy", "b.npy", "--render", "pics/"],
+         "argument --render: 'pics/' names a folder; give a file path in it"),
+        (["odometry", "a.npy", "b.npy", "--out", "poses/"],
+         "argument --out: 'poses/' names a folder; give a file path in it"),
+    ],
+)  # fmt: skip
+def test_an_empty_path_or_a_folder_for_a_file_is_named(tmp_path, monkeypatch, capsys, argv, said):
+    """``Path("")`` is ``.``: an empty ``--out`` was reported as "'.': is a directory"; a file
+    output ending in ``/`` lost its slash ("newdir: unknown transform output format"). Both
+    are argument errors now (exit 2, nothing read or created)."""
+    from pcreg.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as stop:
+        main(argv)
+    assert stop.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1].endswith(f"error: {said}")
+    assert list(tmp_path.iterdir()) == []

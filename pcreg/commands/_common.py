@@ -12,6 +12,7 @@ from typing import Any
 
 from pcreg._fs import atomic_output, check_writable
 from pcreg.api import METHODS
+from pcreg.commands._paths import file_out
 from pcreg.errors import InputError
 
 __all__ = [
@@ -210,7 +211,7 @@ def add_report_arguments(cmd: argparse.ArgumentParser, help_text: str) -> None:
     """``--report HTML`` and ``--report-points N`` (points drawn per cloud)."""
     from pcreg.viz.style import REPORT_POINTS
 
-    cmd.add_argument("--report", type=Path, metavar="HTML", help=help_text)
+    cmd.add_argument("--report", type=file_out, metavar="HTML", help=help_text)
     cmd.add_argument(
         "--report-points", type=_positive_int, metavar="N", default=REPORT_POINTS,
         help=f"points drawn per cloud in the report, thinned on a grid beyond (default "

@@ -6,9 +6,9 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from pathlib import Path
 
 from pcreg.commands._common import add_method_arguments, nan_policy
+from pcreg.commands._paths import file_out, path_in
 
 __all__ = ["add_parser", "run", "run_manifest"]
 
@@ -28,8 +28,8 @@ def add_parser(sub) -> None:
         "Runs on a local Ray cluster with one worker per core, or on an existing one with "
         "--address / RAY_ADDRESS.",
     )
-    cmd.add_argument("manifest", type=Path)
-    cmd.add_argument("--out", type=Path, required=True, help="results directory")
+    cmd.add_argument("manifest", type=path_in)
+    cmd.add_argument("--out", type=path_in, required=True, help="results directory")
     add_method_arguments(
         cmd,
         default_model=None,
@@ -52,13 +52,13 @@ def add_parser(sub) -> None:
         help="write a dataset's pairs (with ground truth) as a manifest for pcreg batch",
         description="ROOT: a 3DMatch-layout root (metadata/<benchmark>) or a KITTI odometry root.",
     )
-    man.add_argument("root", type=Path)
+    man.add_argument("root", type=path_in)
     man.add_argument("--layout", choices=("threedmatch", "kitti"), default="threedmatch")
     man.add_argument(
         "--benchmark", default=None,
         help="3DMatch metadata name (default 3DMatch) or KITTI split (default test)",
     )  # fmt: skip
-    man.add_argument("--out", type=Path, required=True, help="manifest .jsonl to write")
+    man.add_argument("--out", type=file_out, required=True, help="manifest .jsonl to write")
     man.add_argument("--force", action="store_true", help="replace an existing manifest")
     man.set_defaults(func=run_manifest)
 

@@ -6,9 +6,9 @@ import argparse
 import json
 import logging
 import sys
-from pathlib import Path
 
 from pcreg.commands._common import add_method_arguments, nan_policy
+from pcreg.commands._paths import path_in
 
 __all__ = ["add_parser", "run"]
 
@@ -31,10 +31,10 @@ def add_parser(sub) -> None:
         "the outputs are written all the same and the exit code is 3.",
     )
     cmd.add_argument(
-        "scans", type=Path, nargs="+", help="scans (any format register reads), directories "
+        "scans", type=path_in, nargs="+", help="scans (any format register reads), directories "
         "of scans or globs; in time order with --sequence",
     )  # fmt: skip
-    cmd.add_argument("--out", type=Path, required=True, metavar="DIR", help="output directory")
+    cmd.add_argument("--out", type=path_in, required=True, metavar="DIR", help="output directory")
     add_method_arguments(cmd, default_model=None, cpu_only="the pairs register on the CPU")
     cmd.add_argument(
         "--sequence", action="store_true",

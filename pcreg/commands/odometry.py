@@ -6,7 +6,6 @@ import argparse
 import json
 import logging
 import sys
-from pathlib import Path
 
 from pcreg.commands._common import (
     add_method_arguments,
@@ -15,6 +14,7 @@ from pcreg.commands._common import (
     nan_policy,
     read_options,
 )
+from pcreg.commands._paths import file_out, path_in
 
 __all__ = ["add_parser", "run"]
 
@@ -45,7 +45,7 @@ def add_parser(sub) -> None:
         "the loops the graph closed.",
     )
     cmd.add_argument(
-        "scans", type=Path, nargs="+", help="scans in time order, a directory of scans or a glob"
+        "scans", type=path_in, nargs="+", help="scans in time order, a directory of scans or a glob"
     )
     add_method_arguments(cmd, default_model="outdoor", default_method="geotransformer")
     cmd.add_argument(
@@ -57,18 +57,18 @@ def add_parser(sub) -> None:
     )
     cmd.add_argument(
         "--calib",
-        type=Path,
+        type=path_in,
         default=None,
         metavar="CALIB",
         help="KITTI calib.txt whose Tr: line (Velodyne -> cam0) --frame camera uses (default: "
         "calib.txt beside the scans' directory, as sequences/XX/calib.txt is to velodyne/)",
     )
     cmd.add_argument(
-        "--out", type=Path, default=None,
+        "--out", type=file_out, default=None,
         help="poses file, and its frame in OUT.json beside it (the poses are printed either way)",
     )  # fmt: skip
     cmd.add_argument(
-        "--render", type=Path, metavar="PNG", help="top-down trajectory over the merged map"
+        "--render", type=file_out, metavar="PNG", help="top-down trajectory over the merged map"
     )
     cmd.add_argument("--json", action="store_true", help="one JSON object on stdout")
     cmd.add_argument(

@@ -17,6 +17,7 @@ from pcreg.commands._common import (
     check_outputs,
     read_options,
 )
+from pcreg.commands._paths import file_out, path_in
 
 __all__ = ["add_parser", "format_result", "run"]
 
@@ -36,18 +37,18 @@ def add_parser(sub) -> None:
         "offsets are fine). Exit codes: 0 registered, 2 bad input, 3 not registered (the reason "
         "is printed; --out, --render and --report are not written).",
     )
-    cmd.add_argument("src", type=Path, help="source cloud (the one that is moved)")
-    cmd.add_argument("ref", type=Path, help="reference cloud")
+    cmd.add_argument("src", type=path_in, help="source cloud (the one that is moved)")
+    cmd.add_argument("ref", type=path_in, help="reference cloud")
     add_method_arguments(cmd, default_model=None)
-    cmd.add_argument("--out", type=Path, help="write T_ref_src as a 4x4 text file")
+    cmd.add_argument("--out", type=file_out, help="write T_ref_src as a 4x4 text file")
     cmd.add_argument("--json", action="store_true", help="one JSON object on stdout")
     cmd.add_argument(
-        "--gt", type=Path, help="ground-truth T_ref_src (4x4 text/.npy): report RRE/RTE"
+        "--gt", type=path_in, help="ground-truth T_ref_src (4x4 text/.npy): report RRE/RTE"
     )
     add_report_arguments(
         cmd, "interactive page of the result: one self-contained file that opens offline"
     )
-    cmd.add_argument("--render", type=Path, metavar="PNG",
+    cmd.add_argument("--render", type=file_out, metavar="PNG",
                      help="before/after picture with correspondences")  # fmt: skip
     cmd.add_argument("--show", action="store_true", help="open the interactive Open3D window")
     cmd.add_argument(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-from pathlib import Path
 
 import numpy as np
 
@@ -15,6 +14,7 @@ from pcreg.commands._common import (
     check_outputs,
     read_options,
 )
+from pcreg.commands._paths import file_out, path_in
 
 __all__ = ["add_parser", "run"]
 
@@ -23,10 +23,12 @@ logger = logging.getLogger(__name__)
 
 def add_parser(sub) -> None:
     cmd = sub.add_parser("view", help="show SRC (moved by --transform) and REF")
-    cmd.add_argument("src", type=Path)
-    cmd.add_argument("ref", type=Path)
-    cmd.add_argument("--transform", type=Path, help="T_ref_src (4x4 text/.npy); default identity")
-    cmd.add_argument("--render", type=Path, metavar="PNG",
+    cmd.add_argument("src", type=path_in)
+    cmd.add_argument("ref", type=path_in)
+    cmd.add_argument(
+        "--transform", type=path_in, help="T_ref_src (4x4 text/.npy); default identity"
+    )
+    cmd.add_argument("--render", type=file_out, metavar="PNG",
                      help="write a picture, no window")  # fmt: skip
     add_report_arguments(
         cmd, "write an interactive page (one self-contained file, opens offline), no window"
