@@ -15,7 +15,7 @@ Supported point formats (by extension, case-insensitive):
 ``.npy``       array ``(N, C)``, C >= 3; the first three columns are x, y, z
 ``.npz``       key ``points`` (else ``xyz``, ``pos`` or ``positions``, else the only array)
 ``.bin``       KITTI Velodyne: float32 records x, y, z, intensity (16 bytes each)
-``.xyz``       whitespace-separated text, >= 3 columns (``.txt`` too; ``.csv`` uses commas)
+``.xyz``       text rows, >= 3 columns (``.txt``, ``.csv``): a header naming x, y, z picks them
 ``.las/.laz``  laspy (scaled x, y, z); ``.laz`` needs the lazrs backend (installed)
 ``.e57``       pye57: one scan, its pose applied (the file's world frame); ``FILE.e57#K``
                is scan K, 0-based (a file of one scan needs no ``#K``)

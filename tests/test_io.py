@@ -392,3 +392,44 @@ def test_transform_with_an_absurd_translation_is_refused():
         io.validate_transform(t)
     t[0, 3] = 4.2e6  # a UTM offset is fine
     assert io.validate_transform(t)[0, 3] == 4.2e6
+
+
+@pytest.mark.parametrize(
+    ("header", "row"),
+    [
+        ("z,x,y", "{z},{x},{y}"),  # columns in another order: read by name
+        ("intensity,x,y,z", "7,{x},{y},{z}"),
+        (",x,y,z", "{i},{x},{y},{z}"),  # pandas' index column
+        ("//X,Y,Z,R,G,B", "{x},{y},{z},1,2,3"),  # CloudCompare
+        ("X[m] Y[m] Z[m]", "{x} {y} {z}"),
+        ("# Y X Z", "{y} {x} {z}"),  # a commented header
+        ('"x";"y";"z"', "{x};{y};{z}"),
+        ("Easting Northing Elevation", "{x} {y} {z}"),
+        ("a,b,c", "{x},{y},{z}"),  # names that are not coordinates: the first three
+        ("", "{xc} {yc} {zc}"),  # decimal commas
+        ("x;y;z", "{xc};{yc};{zc}"),
+    ],
+)
+def test_a_text_header_picks_the_named_columns(tmp_path, cloud, header, row):
+    """A header that names x, y, z is read by name (before, the first three columns were
+    taken whatever it said: 'z,x,y' registered 119 deg off with exit 0), and decimal
+    commas are decimals (they were taken for separators)."""
+    lines = [header] if header else []
+    for i, (x, y, z) in enumerate(cloud.tolist()):
+        xc, yc, zc = (f"{v:.6f}".replace(".", ",") for v in (x, y, z))
+        lines.append(row.format(i=i, x=x, y=y, z=z, xc=xc, yc=yc, zc=zc))
+    (tmp_path / "c.csv").write_text("\n".join(lines) + "\n")
+    np.testing.assert_allclose(io.read_points(tmp_path / "c.csv"), cloud, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("lon,lat,h\n1,2,3\n4,5,6\n", "names no column x, y: which columns"),
+        ("a,b,x,y,z\n1,2,3\n4,5,6\n", "names 5 columns, its rows hold 3"),
+    ],
+)
+def test_a_text_header_that_leaves_the_coordinates_unclear_is_refused(tmp_path, text, said):
+    (tmp_path / "c.csv").write_text(text)
+    with pytest.raises(CorruptFileError, match=said):
+        io.read_points(tmp_path / "c.csv")

@@ -3,7 +3,7 @@ formats :func:`pcreg.io.read_points` reads without a header parser."""
 
 from __future__ import annotations
 
-import contextlib
+import re
 from pathlib import Path
 
 import numpy as np
@@ -127,31 +127,98 @@ def read_kitti_bin(path: Path) -> np.ndarray:
     return np.fromfile(path, dtype=np.float32).reshape(-1, 4)
 
 
+#: a header's names for the coordinates, after :func:`_column_name` (CloudCompare writes
+#: ``//X``, surveyors ``Easting Northing Elevation``)
+_AXIS_NAMES = (
+    ("x", "easting", "east", "e"),
+    ("y", "northing", "north", "n"),
+    ("z", "elevation", "height", "altitude", "alt", "h"),
+)
+#: a value written with a decimal comma (``-0,042``): such files separate values by
+#: whitespace or ``;``
+_DECIMAL_COMMA = re.compile(r"[+-]?\d*,\d+(?:[eE][+-]?\d+)?")
+
+
+def _column_name(word: str) -> str:
+    """A header word as a name: quotes, CloudCompare's ``//``, a unit (``x[m]``, ``X (m)``)
+    and case left out."""
+    word = word.strip().strip("\"'").removeprefix("//").strip()
+    return re.split(r"[\[(]", word, maxsplit=1)[0].strip().lower()
+
+
+def _axis_columns(path: Path, header: list[str], width: int) -> list[int] | None:
+    """The columns of x, y, z a header names (None: it names none of them, and the first
+    three are taken). A header that names some but not all three, or more columns than the
+    rows hold where it matters, is refused: its reading would be a guess."""
+    names = [_column_name(w) for w in header]
+    found = []
+    for axis in _AXIS_NAMES:
+        hits = [i for i, n in enumerate(names) if n in axis]
+        found.append(min(hits, key=lambda i: axis.index(names[i])) if hits else None)
+    if all(i is None for i in found):
+        return None
+    if any(i is None for i in found):
+        missing = ", ".join(a[0] for a, i in zip(_AXIS_NAMES, found, strict=True) if i is None)
+        raise CorruptFileError(
+            path, f"its header ({' '.join(header)}) names no column {missing}: which columns "
+            "are the coordinates is unclear (name them x, y, z)"
+        )  # fmt: skip
+    if max(found) >= width:
+        raise CorruptFileError(
+            path, f"its header ({' '.join(header)}) names {len(header)} columns, its rows "
+            f"hold {width}: which columns are the coordinates is unclear"
+        )  # fmt: skip
+    return found
+
+
 def read_text(path: Path) -> np.ndarray:
-    """``.xyz`` / ``.txt`` / ``.csv`` rows (commas or whitespace; ``#`` comments, whole lines
-    or after the values; a UTF-8 byte-order mark; one header line allowed) as
-    ``(N, C) float64``. Rows are parsed as they are read (no list of the file's lines is
-    kept). Errors name the line of the file."""
+    """``.xyz`` / ``.txt`` / ``.csv`` rows (commas, semicolons or whitespace between values;
+    ``#`` comments, whole lines or after the values; a UTF-8 byte-order mark) as ``(N, C)
+    float64``. One header line is allowed: where it names the coordinates (``x y z`` in any
+    case and order, ``//X`` as CloudCompare writes, ``Easting Northing Elevation``, units in
+    brackets) those columns are x, y, z (a pandas index column, ``intensity,x,y,z``);
+    otherwise the first three are. Values with a decimal comma (``-0,042 0,342 0,65``,
+    ``1,5;2,5;3,5``) are read as such. Rows are parsed as they are read (no list of the
+    file's lines is kept). Errors name the line of the file."""
+    comma_decimal = None  # decided on the first data line
 
     def parse(line: str, lineno: int) -> list[float]:
-        # Commas and whitespace both separate values (.csv, .xyz and .txt alike).
+        nonlocal comma_decimal
+        if comma_decimal is None:
+            words = line.replace(";", " ").split()
+            comma_decimal = ";" in line or (
+                len(words) > 1 and all(_DECIMAL_COMMA.fullmatch(w) for w in words)
+            )
         try:
-            return [float(v) for v in line.replace(",", " ").split()]
+            if comma_decimal:
+                return [float(v.replace(",", ".")) for v in line.replace(";", " ").split()]
+            return [float(v) for v in line.replace(",", " ").replace(";", " ").split()]
         except ValueError as exc:
             raise CorruptFileError(path, f"line {lineno}: non-numeric value ({exc})") from exc
 
     rows: list[list[float]] = []
+    header: list[str] | None = None
     seen = False  # a data line (or the header) was read
     try:
         with open(path, encoding="utf-8-sig") as handle:
             for lineno, line in enumerate(handle, start=1):
                 text = line.partition("#")[0].strip()
+                if not text and line.lstrip().startswith("#") and not seen:
+                    text = line.strip().lstrip("#").strip()  # '# x y z': a commented header
+                    if not text or not any(_column_name(w) == "x" for w in text.split()):
+                        continue
+                    seen = True
+                    header = re.split(r"[,;\s]+", text)
+                    continue
                 if not text:
                     continue
                 if not seen:  # the first line may be a header (column names)
                     seen = True
-                    with contextlib.suppress(CorruptFileError):  # the header: left out
+                    try:
                         rows.append(parse(text, lineno))
+                    except CorruptFileError:  # the header
+                        comma_decimal = None
+                        header = re.split(r"\s*[,;]\s*|\s+", text)
                     continue
                 rows.append(parse(text, lineno))
     except UnicodeDecodeError as exc:
@@ -163,4 +230,6 @@ def read_text(path: Path) -> np.ndarray:
     widths = {len(r) for r in rows}
     if len(widths) != 1:
         raise CorruptFileError(path, f"rows have different numbers of columns: {sorted(widths)}")
-    return np.asarray(rows, dtype=np.float64)
+    values = np.asarray(rows, dtype=np.float64)
+    columns = None if header is None else _axis_columns(path, header, values.shape[1])
+    return values if columns is None else values[:, columns]
