@@ -19,8 +19,9 @@ Supported point formats (by extension, case-insensitive):
 ``.las/.laz``  laspy (scaled x, y, z); ``.laz`` needs the lazrs backend (installed)
 ``.e57``       pye57: one scan, its pose applied (the file's world frame); ``FILE.e57#K``
                is scan K, 0-based (a file of one scan needs no ``#K``)
-``.obj/.off``  a mesh (Open3D's reader): its vertices, or a uniform surface sample when
-               they are sparse for its area (:mod:`pcreg.io_formats.mesh` gives the rule)
+``.obj/.off``  a mesh (pcreg's parser, polygons fanned into triangles): its vertices, or a
+               uniform surface sample when they are sparse for its area
+               (:mod:`pcreg.io_formats.mesh` gives the rule)
 ``.stl``       a mesh without shared vertices: always a uniform surface sample
 ``.bag``       ROS 1 bag; ``.db3``/``.mcap`` or a folder with ``metadata.yaml``: ROS 2 bag.
                One sensor_msgs/PointCloud2 message, ``BAG#/TOPIC#K`` (K 0-based, default
@@ -326,7 +327,10 @@ READ_MEMORY_CAP = 4 << 30
 #: peak memory of a read per byte of file: parsed text keeps its lines as Python objects
 #: (~100 bytes for a ~35-byte row) beside the parsed columns; binary formats hold the raw
 #: bytes, the rows and the float64 copy
-_READ_MEMORY_FACTOR = {".xyz": 8, ".txt": 8, ".csv": 8, ".ply": 8, ".pcd": 8}
+#: OBJ and OFF: their lines' words are held while parsed (pcreg/io_formats/mesh_text.py)
+_READ_MEMORY_FACTOR = {
+    ".xyz": 8, ".txt": 8, ".csv": 8, ".ply": 8, ".pcd": 8, ".obj": 12, ".off": 12,
+}  # fmt: skip
 
 
 def _check_read_memory(path: Path, suffix: str, cap: int) -> None:

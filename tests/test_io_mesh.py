@@ -1,5 +1,5 @@
 """Meshes as point clouds: PLY with faces, OBJ and OFF give their vertices when these cover the
-surface densely (as Open3D's triangle-mesh reader reads them), else a uniform sample of the
+surface densely (the same vertices as Open3D's reader, in any order), else a uniform sample of the
 surface, and STL (no shared vertices) is always sampled; the log says which. Files are
 written by Open3D here."""
 
@@ -46,6 +46,10 @@ def box():
     return o3d.geometry.TriangleMesh.create_box(2.0, 1.0, 0.5)
 
 
+def _sorted(points: np.ndarray) -> np.ndarray:
+    return points[np.lexsort(points.T[::-1])]
+
+
 def messages(caplog):
     return [r.getMessage() for r in caplog.records if r.name == "pcreg.io"]
 
@@ -56,7 +60,8 @@ def test_dense_mesh_gives_its_vertices(tmp_path, caplog, fmt):
     write_mesh(path, dense_sphere())
     with caplog.at_level(logging.INFO, logger="pcreg.io"):
         points, info = io.read_points(path, return_info=True)
-    np.testing.assert_allclose(points, open3d_vertices(path), rtol=0, atol=1e-6)
+    # the same vertices (Open3D's OBJ reader orders them by first use in a face)
+    np.testing.assert_allclose(_sorted(points), _sorted(open3d_vertices(path)), rtol=0, atol=1e-6)
     assert info.content.startswith("mesh vertices")
     assert any("its vertices are the cloud" in m and str(path) in m for m in messages(caplog))
 
@@ -109,7 +114,7 @@ def test_the_rule_between_vertices_and_sample():
 
 def test_corrupt_meshes_are_refused(tmp_path):
     (tmp_path / "bad.obj").write_text("this is not a mesh\n")
-    with pytest.raises(CorruptFileError, match=r"bad\.obj: no vertices could be read as OBJ"):
+    with pytest.raises(CorruptFileError, match=r"bad\.obj: no vertices \('v' lines\)"):
         io.read_points(tmp_path / "bad.obj")
     write_mesh(tmp_path / "box.off", box())
     text = (tmp_path / "box.off").read_text().splitlines()
@@ -123,3 +128,76 @@ def test_corrupt_meshes_are_refused(tmp_path):
     (tmp_path / "cut.stl").write_bytes(data[: len(data) // 2])
     with pytest.raises(CorruptFileError, match=r"cut\.stl: binary STL declares \d+ triangles"):
         io.read_points(tmp_path / "cut.stl")
+
+
+CUBE_V = [(x, y, z) for z in (0.0, 1.0) for y in (0.0, 1.0) for x in (0.0, 1.0)]
+#: the unit cube, its bottom as two triangles and its other five sides as quads
+CUBE_F = [(1, 3, 4), (1, 4, 2), (5, 6, 8, 7), (1, 2, 6, 5), (2, 4, 8, 6), (4, 3, 7, 8),
+          (3, 1, 5, 7)]  # fmt: skip
+
+
+def _cube_obj(faces=CUBE_F, relative=False) -> str:
+    lines = ["# a cube", "o cube", *(f"v {x} {y} {z}" for x, y, z in CUBE_V), "vn 0 0 1"]
+    for face in faces:
+        corners = [(i - 9 if relative else i) for i in face]  # -1 is the last vertex
+        lines.append("f " + " ".join(f"{c}//1" for c in corners))
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("relative", [False, True])
+def test_obj_quads_are_triangles_and_every_vertex_is_read(tmp_path, relative):
+    """An OBJ of quads (Blender's default export): Open3D's reader kept only the 2 triangles
+    of a cube with 5 quad sides ("4 vertices and 2 triangles"), so its surface sample lay on
+    the bottom alone; the cube is sampled on all six sides now. Negative (relative) indices
+    count back from the last vertex."""
+    path = tmp_path / "cube.obj"
+    path.write_text(_cube_obj(relative=relative))
+    points, info = io.read_points(path, return_info=True)
+    assert "8 vertices and 12 triangles" in info.content, info.content
+    for axis in range(3):  # every side holds about a sixth of the sample
+        for side in (0.0, 1.0):
+            share = float(np.mean(np.abs(points[:, axis] - side) < 1e-9))
+            assert 0.12 < share < 0.22, (axis, side, share)
+
+
+def test_an_obj_or_off_without_faces_gives_its_vertices(tmp_path):
+    """Vertices alone: they are the cloud (Open3D read no vertices: "corrupt or empty")."""
+    rng = np.random.default_rng(0)
+    cloud = rng.uniform(-1, 1, (500, 3)).round(6)
+    (tmp_path / "p.obj").write_text("".join(f"v {x} {y} {z}\n" for x, y, z in cloud))
+    off = f"OFF\n{len(cloud)} 0 0\n" + "".join(f"{x} {y} {z}\n" for x, y, z in cloud)
+    (tmp_path / "p.off").write_text(off)
+    for name in ("p.obj", "p.off"):
+        points, info = io.read_points(tmp_path / name, return_info=True)
+        np.testing.assert_array_equal(points, cloud)
+        assert info.content == "vertices (no faces)"
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 4\n", "line 4: a face refers to vertex 4"),
+        ("v 0 0 0\nv 1 0\n", "line 2: a vertex needs x, y and z"),
+        ("v 0 0 0\nv 1 0 x\nv 0 1 0\n", "line 2: a vertex is not three numbers"),
+        ("v 0 0 0\nv 1 0 0\nf 1 2\n", "line 3: a face needs 3 corners"),
+    ],
+)
+def test_a_broken_obj_names_its_line(tmp_path, text, said):
+    (tmp_path / "b.obj").write_text(text)
+    with pytest.raises(CorruptFileError, match=said):
+        io.read_points(tmp_path / "b.obj")
+
+
+def test_off_polygons_and_counts(tmp_path):
+    """An OFF of quads with its counts on the header's line is read like the OBJ cube; fewer
+    lines than the counts declare is truncated."""
+    body = [f"{x} {y} {z}" for x, y, z in CUBE_V]
+    body += [f"{len(f)} " + " ".join(str(i - 1) for i in f) + " 255 0 0" for f in CUBE_F]
+    (tmp_path / "c.off").write_text(f"COFF {len(CUBE_V)} {len(CUBE_F)} 0\n" + "\n".join(body))
+    assert (
+        "8 vertices and 12 triangles"
+        in io.read_points(tmp_path / "c.off", return_info=True)[1].content
+    )
+    (tmp_path / "t.off").write_text(f"OFF\n{len(CUBE_V)} {len(CUBE_F)} 0\n" + "\n".join(body[:-2]))
+    with pytest.raises(CorruptFileError, match="the file holds 13 lines of them: truncated"):
+        io.read_points(tmp_path / "t.off")

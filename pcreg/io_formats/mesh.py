@@ -10,10 +10,12 @@ vertices, a low-poly sphere) the surface is sampled uniformly by area, with a sp
 :data:`SAMPLE_MAX` points, from a fixed seed (the same file gives the same points). STL stores
 each triangle's corners apart, with no shared vertices: its surface is always sampled.
 
-OBJ, OFF and STL are read by Open3D's triangle-mesh reader, its console messages silenced, and
-checked where the format allows it: OFF's declared counts, binary STL's triangle count against
-the file size, ASCII STL's closing ``endsolid``. A PLY's vertices come from pcreg's strict
-parser; Open3D gives its triangles only when they are needed for the area.
+OBJ and OFF are parsed by pcreg (:mod:`pcreg.io_formats.mesh_text`: every vertex, polygons
+fanned into triangles; Open3D's reader dropped quads and read no vertices from a file without
+faces). STL is read by Open3D's triangle-mesh reader, its console messages silenced, and
+checked where the format allows it: binary STL's triangle count against the file size, ASCII
+STL's closing ``endsolid``. A PLY's vertices come from pcreg's strict parser; Open3D gives its
+triangles only when they are needed for the area.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import numpy as np
 from pcreg._fs import quiet_native
 from pcreg.errors import CorruptFileError, EmptyCloudError
 from pcreg.io_formats._common import RawCloud, _one_line, _read_bytes
+from pcreg.io_formats.mesh_text import read_obj, read_off
 
 logger = logging.getLogger("pcreg.io")
 
@@ -116,26 +119,6 @@ def mesh_cloud(
     return RawCloud(points, content=f"surface sample of {count} points ({described}; {why})")
 
 
-def _check_off(path: Path, data: bytes, vertices: int, triangles: int) -> None:
-    """CorruptFileError unless the OFF header's counts match what Open3D read."""
-    words = [w for line in data.split(b"\n", 20)[:20] for w in line.split(b"#")[0].split()]
-    try:
-        start = 1 if words[0].upper().endswith(b"OFF") else 0
-        nv, nf = int(words[start]), int(words[start + 1])
-    except (IndexError, ValueError):
-        raise CorruptFileError(path, "not an OFF file (no vertex and face counts)") from None
-    if nv != vertices:
-        raise CorruptFileError(
-            path, f"OFF header declares {nv} vertices but {vertices} could be read: corrupt"
-        )
-    if triangles < nf:  # a polygon of k sides is k - 2 triangles: never fewer than nf
-        raise CorruptFileError(
-            path,
-            f"OFF header declares {nf} faces but {triangles} triangles could be read: "
-            "truncated or corrupt",
-        )
-
-
 def _check_stl(path: Path, data: bytes) -> None:
     """CorruptFileError for a binary STL whose size disagrees with its triangle count, or an
     ASCII STL without its closing ``endsolid``."""
@@ -160,22 +143,20 @@ def read_mesh(path: Path) -> RawCloud:
     data = _read_bytes(path)
     if not data.strip():
         raise EmptyCloudError(path, "file is empty (0 bytes)")
-    if suffix == ".stl":
+    if suffix == ".obj":
+        vertices, triangles = read_obj(path, data)
+    elif suffix == ".off":
+        vertices, triangles = read_off(path, data)
+    else:
         _check_stl(path, data)
-    try:
-        vertices, triangles = _open3d_mesh(path)
-    except Exception as exc:
-        raise CorruptFileError(
-            path, f"cannot be read as {suffix[1:].upper()} ({_one_line(exc)})"
-        ) from exc
-    if len(vertices) == 0:
-        raise CorruptFileError(
-            path, f"no vertices could be read as {suffix[1:].upper()}: corrupt or empty"
-        )
-    if len(triangles) and (triangles.min() < 0 or triangles.max() >= len(vertices)):
-        raise CorruptFileError(path, "a face refers to a vertex that does not exist: corrupt")
-    if suffix == ".off":
-        _check_off(path, data, len(vertices), len(triangles))
+        try:
+            vertices, triangles = _open3d_mesh(path)
+        except Exception as exc:
+            raise CorruptFileError(path, f"cannot be read as STL ({_one_line(exc)})") from exc
+        if len(vertices) == 0:
+            raise CorruptFileError(path, "no vertices could be read as STL: corrupt or empty")
+        if len(triangles) and (triangles.min() < 0 or triangles.max() >= len(vertices)):
+            raise CorruptFileError(path, "a face refers to a vertex that does not exist: corrupt")
     if len(triangles) == 0:
         logger.info("%s: no faces: its %d vertices are the cloud", path, len(vertices))
         return RawCloud(vertices, content="vertices (no faces)")
