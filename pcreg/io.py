@@ -14,7 +14,8 @@ Supported point formats (by extension, case-insensitive):
 ``.pcd``       DATA ascii, binary or binary_compressed
 ``.npy``       array ``(N, C)``, C >= 3; the first three columns are x, y, z
 ``.npz``       key ``points`` (else ``xyz``, ``pos`` or ``positions``, else the only array)
-``.bin``       KITTI Velodyne: float32 records x, y, z, intensity (16 bytes each)
+``.bin``       KITTI Velodyne: float32 records x, y, z, intensity (16 bytes each); a name
+               ending ``.pcd.bin``: nuScenes LiDAR, x, y, z, intensity, ring (20 bytes)
 ``.xyz``       text rows, >= 3 columns (``.txt``, ``.csv``): a header naming x, y, z picks them
 ``.las/.laz``  laspy (scaled x, y, z); ``.laz`` needs the lazrs backend (installed)
 ``.e57``       pye57: one scan, its pose applied (the file's world frame); ``FILE.e57#K``

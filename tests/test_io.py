@@ -433,3 +433,22 @@ def test_a_text_header_that_leaves_the_coordinates_unclear_is_refused(tmp_path, 
     (tmp_path / "c.csv").write_text(text)
     with pytest.raises(CorruptFileError, match=said):
         io.read_points(tmp_path / "c.csv")
+
+
+def test_a_bin_of_other_records_is_refused_and_nuscenes_is_read(tmp_path, cloud):
+    """A nuScenes LiDAR scan (5 float32 a point) whose size is also a multiple of 16 was read
+    as KITTI's 4 values a point: 80 % of the points garbage, exit 0. Its intensities are then
+    mostly coordinates, many negative: refused; named ``.pcd.bin`` it is read as nuScenes'."""
+    n = len(cloud) // 4 * 4  # 20 * n bytes: a multiple of 16 too
+    rng = np.random.default_rng(0)
+    records = np.hstack(
+        [cloud[:n] - cloud[:n].mean(0), rng.uniform(0, 255, (n, 1)), rng.integers(0, 32, (n, 1))]
+    ).astype(np.float32)
+    records.tofile(tmp_path / "scan.bin")
+    with pytest.raises(CorruptFileError, match=r"intensities are negative \(a nuScenes scan"):
+        io.read_points(tmp_path / "scan.bin")
+    records.tofile(tmp_path / "scan.pcd.bin")
+    np.testing.assert_array_equal(io.read_points(tmp_path / "scan.pcd.bin"), records[:, :3])
+    (tmp_path / "cut.pcd.bin").write_bytes(records.tobytes()[:-4])
+    with pytest.raises(CorruptFileError, match="not a multiple of 20: not a nuScenes"):
+        io.read_points(tmp_path / "cut.pcd.bin")

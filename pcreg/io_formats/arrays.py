@@ -113,18 +113,39 @@ def read_npz(path: Path, cap: int | None = None) -> np.ndarray:
         raise CorruptFileError(path, f"cannot be read as .npz ({exc})") from exc
 
 
+#: a KITTI scan's 4th value is its reflectance, 0-1 (0-255 in some exports): a file where more
+#: than this share of them is negative holds other records (a nuScenes scan's five values a
+#: point, read four at a time, puts x and y there: 30-40 % negative)
+MAX_NEGATIVE_INTENSITY = 0.05
+
+
 def read_kitti_bin(path: Path) -> np.ndarray:
-    """A KITTI Velodyne scan: ``(N, 4) float32`` x, y, z, intensity records."""
+    """A KITTI Velodyne scan: ``(N, 4) float32`` x, y, z, intensity records; a nuScenes
+    LiDAR scan (a name ending ``.pcd.bin``): ``(N, 5) float32`` x, y, z, intensity, ring.
+    Records whose intensities are implausible (mostly negative) are refused: they are not
+    KITTI's."""
     size = path.stat().st_size
     if size == 0:
         raise EmptyCloudError(path, "point cloud is empty (0 bytes)")
-    if size % 16:
+    nuscenes = path.name.lower().endswith(".pcd.bin")
+    width, what = (5, "nuScenes (float32 x, y, z, intensity, ring)") if nuscenes else (
+        4, "KITTI Velodyne (float32 x, y, z, intensity)"
+    )  # fmt: skip
+    if size % (4 * width):
+        raise CorruptFileError(
+            path, f"size {size} bytes is not a multiple of {4 * width}: not a {what} scan"
+        )
+    records = np.fromfile(path, dtype=np.float32).reshape(-1, width)
+    with np.errstate(invalid="ignore"):
+        negative = float(np.mean(records[:, 3] < 0))
+    if negative > MAX_NEGATIVE_INTENSITY:
         raise CorruptFileError(
             path,
-            f"size {size} bytes is not a multiple of 16: not a KITTI Velodyne scan "
-            "(float32 x, y, z, intensity records)",
-        )
-    return np.fromfile(path, dtype=np.float32).reshape(-1, 4)
+            f"not a {what} scan: {negative:.0%} of its intensities are negative"
+            + ("" if nuscenes else " (a nuScenes scan of 5 values a point is read when its name "
+               "ends in .pcd.bin)"),
+        )  # fmt: skip
+    return records
 
 
 #: a header's names for the coordinates, after :func:`_column_name` (CloudCompare writes
