@@ -277,7 +277,8 @@ def test_two_unrelated_streets_are_not_registered(capsys, tmp_path, shared_data)
 
 def test_invalid_points_are_dropped_and_counted_in_json(tmp_path, capsys, room_pair):
     """A PCD whose missing pixels are NaN (is_dense false) registers; ``--json`` says how
-    many points of each file were dropped, and so does the Python result."""
+    many points of each file were dropped, and so does the Python result; and what each
+    file's points are (``read_as``: a mesh's vertices here)."""
     from cloud_files import write_pcd, xyz_columns
 
     import pcreg
@@ -287,9 +288,12 @@ def test_invalid_points_are_dropped_and_counted_in_json(tmp_path, capsys, room_p
     holes = np.full((700, 3), np.nan)
     path = write_pcd(tmp_path / "src.pcd", xyz_columns(np.vstack([src[:1000], holes, src[1000:]])))
     write_points(tmp_path / "ref.ply", ref)
-    code = main(["register", str(path), str(tmp_path / "ref.ply"), "--json"])
+    mesh = tmp_path / "ref.obj"  # an OBJ of vertices alone: read as them, and said so
+    mesh.write_text("".join(f"v {x!r} {y!r} {z!r}\n" for x, y, z in ref.tolist()))
+    code = main(["register", str(path), str(mesh), "--json"])
     record = json.loads(capsys.readouterr().out)
     assert code in (0, 3) and record["dropped_invalid"] == [700, 0]
+    assert record["read_as"] == ["points", "vertices (no faces)"]
     result = pcreg.register(path, tmp_path / "ref.ply", method="fpfh-ransac")
     assert result.dropped_invalid == (700, 0)
     assert pcreg.register(src, ref, method="fpfh-ransac").dropped_invalid == (0, 0)
@@ -361,3 +365,17 @@ def test_an_rte_measured_far_from_the_clouds_says_so():
     assert "RTE 27.85 km" in far and "RMSE is the error at their points" in far
     near = format_result({**record, "rte_m": 0.11, "rmse_m": 0.06})
     assert "RMSE is the error" not in near
+
+
+def test_the_summary_says_what_a_file_that_is_not_a_cloud_was_read_as():
+    """A mesh read as its vertices or as a surface sample, an E57 scan: a line each (a mesh
+    read as its vertices was said nowhere before)."""
+    from pcreg.commands.register import format_result
+
+    record = {"transform": np.eye(4).tolist(), "method": "geotransformer", "model": "indoor",
+              "icp": True, "num_correspondences": 5, "time_s": 1.0, "src": "a.obj",
+              "ref": "b.ply",
+              "read_as": ["mesh vertices (OBJ mesh of 8 vertices)", "points"]}  # fmt: skip
+    lines = format_result(record).splitlines()
+    assert "a.obj read as mesh vertices (OBJ mesh of 8 vertices)" in lines
+    assert not any("b.ply" in line for line in lines)

@@ -103,6 +103,13 @@ def format_result(record: dict, auto: bool = False) -> str:
         + f"\n{matrix}",
         *_rival(record),
         f"{record['num_correspondences']} correspondences, {record['time_s']:.2f} s",
+        *(
+            f"{name} read as {what}"
+            for name, what in zip(
+                (record.get("src"), record.get("ref")), record.get("read_as", ()), strict=False
+            )
+            if what != "points"
+        ),
     ]
     if record.get("rre_deg") is not None:
         lines.append(  # the record's _m keys are metres, printed in a readable unit
@@ -159,6 +166,9 @@ def run(args: argparse.Namespace) -> int:
     result.dropped_invalid = (src_info.dropped_invalid, ref_info.dropped_invalid)
     record = result.to_dict()
     record.update(src=str(args.src), ref=str(args.ref))
+    # what each file's points are: "points", or a mesh's vertices or surface sample, a scan
+    # of an E57 file, a bag's message (io.ReadInfo.content)
+    record.update(read_as=[src_info.content, ref_info.content])
     record.update(rre_deg=None, rte_m=None, rmse_m=None, inlier_ratio=None)
     if gt is not None:
         record.update(result.errors(gt, src))
