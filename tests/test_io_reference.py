@@ -107,6 +107,29 @@ def test_pcd_width_0_with_another_count_is_refused(tmp_path, kind, declared):
         io.read_points(tmp_path / "bad.pcd")
 
 
+@pytest.mark.parametrize(
+    ("before", "after", "read"),
+    [
+        (b"", b"\n", True),  # a writer that ends the file with a line break
+        (b"", b"\r\n", True),
+        (b"\xef\xbb\xbf", b"", True),  # an editor's byte-order mark
+        (b"", b"\n" * 12, False),  # a whole record's worth (12 bytes): data, not a line break
+        (b"", b"x\n", False),
+    ],
+)
+def test_a_binary_pcd_with_a_closing_line_break_or_a_bom_is_read(tmp_path, before, after, read):
+    """Open3D reads these; pcreg called the line break "1 bytes follow the points the header
+    declares: corrupt" and the BOM "not a PCD file". More than a line break is still corrupt."""
+    (tmp_path / "c.pcd").write_bytes(before + pcd_bytes(scan(), "binary") + after)
+    if read:
+        np.testing.assert_array_equal(
+            io.read_points(tmp_path / "c.pcd"), open3d_points(tmp_path / "c.pcd")
+        )
+    else:
+        with pytest.raises(CorruptFileError, match="follow the 2000 points the header declares"):
+            io.read_points(tmp_path / "c.pcd")
+
+
 def test_pcd_width_that_disagrees_with_points_is_still_refused(tmp_path):
     data = pcd_bytes(scan(), "binary", width=1000, height=1)
     (tmp_path / "bad.pcd").write_bytes(data)

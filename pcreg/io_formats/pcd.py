@@ -179,6 +179,8 @@ def read_pcd(path: Path) -> RawCloud:
     NaN kept; an organised cloud (HEIGHT > 1) has its ``(0, 0, 0)`` pixels marked invalid.
     CorruptFileError for anything inconsistent."""
     data = _read_bytes(path)
+    if data.startswith(b"\xef\xbb\xbf"):  # a UTF-8 byte-order mark (an editor's save)
+        data = data[3:]
     kind, fields, points, body, header_lines, (height, width) = _pcd_header(path, data)
     xyz = _read_pcd_xyz(path, data, kind, fields, points, body, header_lines)
     organized = (height, width) if height > 1 else None
@@ -217,7 +219,9 @@ def _read_pcd_xyz(
                 f"PCD header declares {points} points ({points * row} bytes) but only {have} "
                 "bytes follow: truncated or corrupt",
             )
-        if data[body + points * row :].strip(b"\0"):  # old PCL writers pad with zeros
+        rest = data[body + points * row :]
+        # old PCL writers pad with zeros; some writers end the file with a line break
+        if rest.strip(b"\0") and (len(rest) >= row or rest.strip(b" \t\r\n")):
             raise CorruptFileError(
                 path,
                 f"{have - points * row} bytes follow the {points} points the header declares: "
