@@ -160,6 +160,13 @@ def test_obj_quads_are_triangles_and_every_vertex_is_read(tmp_path, relative):
             assert 0.12 < share < 0.22, (axis, side, share)
 
 
+def test_an_obj_face_may_come_before_its_vertices(tmp_path):
+    """Positive indices count into all the file's vertices (readers accept faces first)."""
+    (tmp_path / "f.obj").write_text("f 1 2 3\nv 0 0 0\nv 1 0 0\nv 0 1 0\n")
+    _, info = io.read_points(tmp_path / "f.obj", return_info=True)
+    assert "3 vertices and 1 triangles" in info.content
+
+
 def test_an_obj_or_off_without_faces_gives_its_vertices(tmp_path):
     """Vertices alone: they are the cloud (Open3D read no vertices: "corrupt or empty")."""
     rng = np.random.default_rng(0)
@@ -176,7 +183,11 @@ def test_an_obj_or_off_without_faces_gives_its_vertices(tmp_path):
 @pytest.mark.parametrize(
     ("text", "said"),
     [
-        ("v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 4\n", "line 4: a face refers to vertex 4"),
+        (
+            "v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 4\n",
+            "line 4: a face refers to vertex 4, and the file defines 3",
+        ),
+        ("v 0 0 0\nf 1 -2 -1\nv 1 0 0\n", "line 2: a face refers to vertex -2, and 1 are"),
         ("v 0 0 0\nv 1 0\n", "line 2: a vertex needs x, y and z"),
         ("v 0 0 0\nv 1 0 x\nv 0 1 0\n", "line 2: a vertex is not three numbers"),
         ("v 0 0 0\nv 1 0 0\nf 1 2\n", "line 3: a face needs 3 corners"),

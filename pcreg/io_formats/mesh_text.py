@@ -6,10 +6,10 @@ whose faces are quads (Blender's default export) came back as only its triangles
 OFF without faces, as no vertices at all. Both formats are plain text, so they are read here:
 
 * OBJ: ``v x y z [w | r g b]`` lines are the vertices, all of them (referenced or not);
-  ``f`` lines are polygons of 1-based indices, negative ones counting back from the last
-  vertex read, each corner ``v``, ``v/vt``, ``v/vt/vn`` or ``v//vn``; a polygon of k corners
-  is fanned into k - 2 triangles. Every other statement (``vt``, ``vn``, ``o``, ``g``,
-  ``usemtl``, ``l``, ...) is ignored.
+  ``f`` lines are polygons of 1-based indices (into all the file's vertices), negative ones
+  counting back from the last vertex read, each corner ``v``, ``v/vt``, ``v/vt/vn`` or
+  ``v//vn``; a polygon of k corners is fanned into k - 2 triangles. Every other statement
+  (``vt``, ``vn``, ``o``, ``g``, ``usemtl``, ``l``, ...) is ignored.
 * OFF (also ``COFF``, ``NOFF``, ``CNOFF``, ``STOFF``): the header word, the counts (on its
   line or the next), then the declared vertices and faces (``k i1 ... ik [colour]``). Fewer
   lines than declared is a truncated file. Binary OFF is refused by name.
@@ -52,6 +52,7 @@ def read_obj(path: Path, data: bytes) -> tuple[np.ndarray, np.ndarray]:
     rows: list[list[bytes]] = []
     lines: list[int] = []
     triangles: list[tuple[int, int, int]] = []
+    last = (-1, 0)  # the highest vertex a face refers to, and its line
     for lineno, line in enumerate(data.splitlines(), start=1):
         words = line.split(b"#", 1)[0].split()
         if not words:
@@ -70,19 +71,29 @@ def read_obj(path: Path, data: bytes) -> tuple[np.ndarray, np.ndarray]:
                     raise CorruptFileError(
                         path, f"line {lineno}: a face corner is not an index: {word!r}"
                     ) from None
+                # a positive index counts from the file's first vertex (checked once all
+                # are read: readers accept a face before its vertices), a negative one back
+                # from the last vertex read so far
                 resolved = index - 1 if index > 0 else len(rows) + index
-                if index == 0 or not 0 <= resolved < len(rows):
+                if index == 0 or resolved < 0:
                     raise CorruptFileError(
                         path,
                         f"line {lineno}: a face refers to vertex {index}, and {len(rows)} "
                         "are defined before it: corrupt",
                     )
                 corners.append(resolved)
+                last = max(last, (resolved, lineno))
             if len(corners) < 3:
                 raise CorruptFileError(path, f"line {lineno}: a face needs 3 corners or more")
             triangles.extend(_fan(corners))
     if not rows:
         raise CorruptFileError(path, "no vertices ('v' lines): not an OBJ mesh, or empty")
+    if last[0] >= len(rows):
+        raise CorruptFileError(
+            path,
+            f"line {last[1]}: a face refers to vertex {last[0] + 1}, and the file defines "
+            f"{len(rows)}: corrupt",
+        )
     return _vertices(path, rows, lines, "a vertex"), np.array(triangles, np.int64).reshape(-1, 3)
 
 
