@@ -16,7 +16,8 @@ Supported point formats (by extension, case-insensitive):
 ``.npz``       key ``points`` (else ``xyz``, ``pos`` or ``positions``, else the only array)
 ``.bin``       KITTI Velodyne: float32 records x, y, z, intensity (16 bytes each); a name
                ending ``.pcd.bin``: nuScenes LiDAR, x, y, z, intensity, ring (20 bytes)
-``.xyz``       text rows, >= 3 columns (``.txt``, ``.csv``): a header naming x, y, z picks them
+``.xyz``       text rows, >= 3 columns (``.txt``, ``.csv``; whitespace, ``,`` or ``;``
+               between values, decimal commas): a header naming x, y, z picks them
 ``.las/.laz``  laspy (scaled x, y, z); ``.laz`` needs the lazrs backend (installed)
 ``.e57``       pye57: one scan, its pose applied (the file's world frame); ``FILE.e57#K``
                is scan K, 0-based (a file of one scan needs no ``#K``)
@@ -330,7 +331,7 @@ READ_MEMORY_CAP = 4 << 30
 #: bytes, the rows and the float64 copy
 #: OBJ and OFF: their lines' words are held while parsed (pcreg/io_formats/mesh_text.py)
 _READ_MEMORY_FACTOR = {
-    ".xyz": 8, ".txt": 8, ".csv": 8, ".ply": 8, ".pcd": 8, ".obj": 12, ".off": 12,
+    ".xyz": 8, ".txt": 8, ".csv": 8, ".ply": 8, ".pcd": 8, ".obj": 8, ".off": 8,
 }  # fmt: skip
 
 

@@ -408,6 +408,9 @@ def test_transform_with_an_absurd_translation_is_refused():
         ("a,b,c", "{x},{y},{z}"),  # names that are not coordinates: the first three
         ("", "{xc} {yc} {zc}"),  # decimal commas
         ("x;y;z", "{xc};{yc};{zc}"),
+        ("", "{xc} {yc} {zc} 255 0 7"),  # decimal commas beside whole numbers (colours)
+        ("# image 640 x 480", "{x} {y} {z}"),  # a comment, not a header
+        ("# axis x up\nx y z", "{x} {y} {z}"),  # a comment, then the header
     ],
 )
 def test_a_text_header_picks_the_named_columns(tmp_path, cloud, header, row):

@@ -13,6 +13,7 @@ import pytest
 from pcreg import io
 from pcreg.errors import CorruptFileError
 from pcreg.io_formats import mesh as mesh_rule
+from pcreg.io_formats import mesh_text
 
 o3d = pytest.importorskip("open3d")
 
@@ -210,5 +211,45 @@ def test_off_polygons_and_counts(tmp_path):
         in io.read_points(tmp_path / "c.off", return_info=True)[1].content
     )
     (tmp_path / "t.off").write_text(f"OFF\n{len(CUBE_V)} {len(CUBE_F)} 0\n" + "\n".join(body[:-2]))
-    with pytest.raises(CorruptFileError, match="the file holds 13 lines of them: truncated"):
+    with pytest.raises(CorruptFileError, match="the file holds 8 and 5: truncated"):
         io.read_points(tmp_path / "t.off")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "\ufeffv 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 3\n",  # a byte-order mark (lost the first vertex)
+        "v 0 0 0 1.0\nv 1 0 0 1.0\nv 0 1 0 1.0\nf 1 2 3\n",  # a w after x, y, z
+        "v 0 0 0 1 0 0\nv 1 0 0 0 1 0\nv 0 1 0 0 0 1\nf 1/1/1 2/2/2 3/3/3\n",  # colours
+        "  v 0 0 0\n\tv 1 0 0 # a comment\nv\t0 1 0\r\nf -3 -2 -1\n",  # indents, tabs, CRLF
+    ],
+)
+def test_obj_lines_as_writers_write_them(tmp_path, text):
+    (tmp_path / "t.obj").write_text(text, encoding="utf-8")
+    vertices, triangles = mesh_text.read_obj(tmp_path / "t.obj", (tmp_path / "t.obj").read_bytes())
+    np.testing.assert_array_equal(vertices, [[0, 0, 0], [1, 0, 0], [0, 1, 0]])
+    np.testing.assert_array_equal(triangles, [[0, 1, 2]])
+
+
+def test_an_obj_vertex_with_an_underscore_is_refused(tmp_path):
+    """``float`` reads "1_0" as 10; a vertex is three plain numbers."""
+    (tmp_path / "u.obj").write_text("v 0 0 0\nv 1_0 0 0\nv 0 1 0\n")
+    with pytest.raises(CorruptFileError, match="line 2: a vertex is not three numbers"):
+        io.read_points(tmp_path / "u.obj")
+
+
+def test_a_regular_obj_is_read_in_bulk_alike(tmp_path):
+    """The bulk reader of a regular file gives what the line-by-line one gives."""
+    rng = np.random.default_rng(0)
+    v = rng.uniform(-1, 1, (300, 3)).round(5)
+    f = rng.integers(1, 301, (500, 3))
+    text = "".join(f"v {a} {b} {c}\n" for a, b, c in v) + "".join(
+        f"f {a} {b} {c}\n" for a, b, c in f
+    )
+    data = text.encode()
+    fast = mesh_text._obj_fast(data)
+    assert fast is not None
+    slow = mesh_text.read_obj(tmp_path / "x.obj", data + b"vt 0 0\nf 1 2 3 4\n")  # a quad: slow
+    np.testing.assert_array_equal(fast[0], slow[0])
+    np.testing.assert_array_equal(fast[1], slow[1][:500])
+    np.testing.assert_array_equal(slow[1][500:], [[0, 1, 2], [0, 2, 3]])

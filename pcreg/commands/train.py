@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from pcreg.commands._hydra import add_hydra_subcommand
+from pcreg.commands._paths import file_out, path_in
 
 __all__ = ["add_parser", "run_detr", "run_detr_predict", "run_train", "run_vit"]
 
@@ -168,9 +169,9 @@ def run_detr_predict(argv: list[str]) -> int:
     from pcreg.errors import InputError, MissingFileError
 
     parser = argparse.ArgumentParser(prog="pcreg detr predict")
-    parser.add_argument("images", nargs="+", type=Path)
+    parser.add_argument("images", nargs="+", type=path_in)
     parser.add_argument(
-        "--render", type=Path, metavar="PNG",
+        "--render", type=file_out, metavar="PNG",
         help=f"picture of the detections (the first {MAX_RENDERED} images)",
     )  # fmt: skip
     parser.add_argument("--checkpoint", type=Path, default=None, help="default: the shipped one")

@@ -155,9 +155,9 @@ _AXIS_NAMES = (
     ("y", "northing", "north", "n"),
     ("z", "elevation", "height", "altitude", "alt", "h"),
 )
-#: a value written with a decimal comma (``-0,042``): such files separate values by
-#: whitespace or ``;``
-_DECIMAL_COMMA = re.compile(r"[+-]?\d*,\d+(?:[eE][+-]?\d+)?")
+#: a value with a decimal comma (``-0,042``) or a whole number: a row of these with at least
+#: one comma separates its values by whitespace or ``;``
+_DECIMAL_COMMA = re.compile(r"[+-]?\d*(?:,\d+)?(?:[eE][+-]?\d+)?")
 
 
 def _column_name(word: str) -> str:
@@ -208,7 +208,9 @@ def read_text(path: Path) -> np.ndarray:
         if comma_decimal is None:
             words = line.replace(";", " ").split()
             comma_decimal = ";" in line or (
-                len(words) > 1 and all(_DECIMAL_COMMA.fullmatch(w) for w in words)
+                len(words) > 1
+                and "," in line
+                and all(_DECIMAL_COMMA.fullmatch(w) and any(c.isdigit() for c in w) for w in words)
             )
         try:
             if comma_decimal:
@@ -226,8 +228,9 @@ def read_text(path: Path) -> np.ndarray:
                 text = line.partition("#")[0].strip()
                 if not text and line.lstrip().startswith("#") and not seen:
                     text = line.strip().lstrip("#").strip()  # '# x y z': a commented header
-                    if not text or not any(_column_name(w) == "x" for w in text.split()):
-                        continue
+                    named = {_column_name(w) for w in re.split(r"[,;\s]+", text)}
+                    if not all(named & set(axis) for axis in _AXIS_NAMES):
+                        continue  # a comment, not a header naming the three coordinates
                     seen = True
                     header = re.split(r"[,;\s]+", text)
                     continue
