@@ -303,6 +303,7 @@ def test_cpu_only_commands_do_not_offer_cuda(capsys, command):
     [
         (["register", "a.npy", "b.npy", "--out", ""], "argument --out: an empty path"),
         (["register", "", "b.npy"], "argument src: an empty path"),
+        (["register", "a.npy", "b.npy", "--report", " "], "argument --report: an empty path (' ')"),
         (["map", "a.npy", "b.npy", "--out", ""], "argument --out: an empty path"),
         (["view", "a.npy", "", "--render", "v.png"], "argument ref: an empty path"),
         (["register", "a.npy", "b.npy", "--out", "newdir/"],

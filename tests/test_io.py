@@ -411,6 +411,10 @@ def test_transform_with_an_absurd_translation_is_refused():
         ("", "{xc} {yc} {zc} 255 0 7"),  # decimal commas beside whole numbers (colours)
         ("# image 640 x 480", "{x} {y} {z}"),  # a comment, not a header
         ("# axis x up\nx y z", "{x} {y} {z}"),  # a comment, then the header
+        ("# format: X Y Z R G B", "{x} {y} {z} 1 2 3"),  # prose: a comment, not the header
+        ("x (m),y (m),z (m)", "{x},{y},{z}"),
+        ("X [m] Y [m] Z [m]", "{x} {y} {z}"),
+        ("", '"{x}","{y}","{z}"'),  # quoted values (pandas' QUOTE_ALL)
     ],
 )
 def test_a_text_header_picks_the_named_columns(tmp_path, cloud, header, row):
@@ -430,6 +434,8 @@ def test_a_text_header_picks_the_named_columns(tmp_path, cloud, header, row):
     [
         ("lon,lat,h\n1,2,3\n4,5,6\n", "names no column x, y: which columns"),
         ("a,b,x,y,z\n1,2,3\n4,5,6\n", "names 5 columns, its rows hold 3"),
+        ("1,234 2,345 3,456\n", "line 1: .* may be decimal commas or thousands separators"),
+        ("1 2 3\n4 5 6\n7 8\n", "line 3: 2 values, where the rows before have 3"),
     ],
 )
 def test_a_text_header_that_leaves_the_coordinates_unclear_is_refused(tmp_path, text, said):
@@ -448,7 +454,10 @@ def test_a_bin_of_other_records_is_refused_and_nuscenes_is_read(tmp_path, cloud)
         [cloud[:n] - cloud[:n].mean(0), rng.uniform(0, 255, (n, 1)), rng.integers(0, 32, (n, 1))]
     ).astype(np.float32)
     records.tofile(tmp_path / "scan.bin")
-    with pytest.raises(CorruptFileError, match=r"intensities are negative \(a nuScenes scan"):
+    with pytest.raises(
+        CorruptFileError,
+        match=r"intensities are negative: other records \(float64 values, or a nuScenes",
+    ):
         io.read_points(tmp_path / "scan.bin")
     records.tofile(tmp_path / "scan.pcd.bin")
     np.testing.assert_array_equal(io.read_points(tmp_path / "scan.pcd.bin"), records[:, :3])

@@ -222,6 +222,8 @@ def test_off_polygons_and_counts(tmp_path):
         "v 0 0 0 1.0\nv 1 0 0 1.0\nv 0 1 0 1.0\nf 1 2 3\n",  # a w after x, y, z
         "v 0 0 0 1 0 0\nv 1 0 0 0 1 0\nv 0 1 0 0 0 1\nf 1/1/1 2/2/2 3/3/3\n",  # colours
         "  v 0 0 0\n\tv 1 0 0 # a comment\nv\t0 1 0\r\nf -3 -2 -1\n",  # indents, tabs, CRLF
+        "v 0 0 0\rv 1 0 0\rv 0 1 0\rf 1 2 3\r",  # old Mac line ends (read as one vertex)
+        "v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 \\\n 3\n",  # a backslash continues the line
     ],
 )
 def test_obj_lines_as_writers_write_them(tmp_path, text):
@@ -231,10 +233,17 @@ def test_obj_lines_as_writers_write_them(tmp_path, text):
     np.testing.assert_array_equal(triangles, [[0, 1, 2]])
 
 
-def test_an_obj_vertex_with_an_underscore_is_refused(tmp_path):
-    """``float`` reads "1_0" as 10; a vertex is three plain numbers."""
-    (tmp_path / "u.obj").write_text("v 0 0 0\nv 1_0 0 0\nv 0 1 0\n")
-    with pytest.raises(CorruptFileError, match="line 2: a vertex is not three numbers"):
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("v 0 0 0\nv 1_0 0 0\nv 0 1 0\n", "line 2: a vertex is not three numbers"),  # not 10
+        # nine values on three lines: the bulk reader took them three by three
+        ("v 1 2 3 1\nv 4 5\nv 7 8 9\n", "line 2: a vertex needs x, y and z"),
+    ],
+)
+def test_an_obj_vertex_that_is_not_three_numbers_is_refused(tmp_path, text, said):
+    (tmp_path / "u.obj").write_text(text)
+    with pytest.raises(CorruptFileError, match=said):
         io.read_points(tmp_path / "u.obj")
 
 

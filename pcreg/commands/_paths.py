@@ -19,8 +19,8 @@ DEFAULT_SHARED_DATA = Path(
 def path_in(text: str) -> Path:
     """argparse type of a path: ``""`` is refused by name (``Path("")`` is ``.``, which was
     reported as "'.': is a directory")."""
-    if not text:
-        raise argparse.ArgumentTypeError("an empty path")
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty path" + (f" ({text!r})" if text else ""))
     return Path(text)
 
 

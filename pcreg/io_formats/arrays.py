@@ -4,6 +4,7 @@ formats :func:`pcreg.io.read_points` reads without a header parser."""
 from __future__ import annotations
 
 import re
+from array import array
 from pathlib import Path
 
 import numpy as np
@@ -142,8 +143,8 @@ def read_kitti_bin(path: Path) -> np.ndarray:
         raise CorruptFileError(
             path,
             f"not a {what} scan: {negative:.0%} of its intensities are negative"
-            + ("" if nuscenes else " (a nuScenes scan of 5 values a point is read when its name "
-               "ends in .pcd.bin)"),
+            + ("" if nuscenes else ": other records (float64 values, or a nuScenes scan of 5 "
+               "values a point, which is read when its name ends in .pcd.bin)"),
         )  # fmt: skip
     return records
 
@@ -158,6 +159,14 @@ _AXIS_NAMES = (
 #: a value with a decimal comma (``-0,042``) or a whole number: a row of these with at least
 #: one comma separates its values by whitespace or ``;``
 _DECIMAL_COMMA = re.compile(r"[+-]?\d*(?:,\d+)?(?:[eE][+-]?\d+)?")
+#: a comma that may be a thousands separator (``1,234``, not ``0,342`` nor ``1,5``)
+_THOUSANDS = re.compile(r"[+-]?[1-9]\d{0,2}(?:,\d{3})+")
+#: a unit on its own in a header (``X [m] Y [m] Z [m]``)
+_UNIT = re.compile(r"[\[(].*[\])]")
+
+
+class _AmbiguousCommas(CorruptFileError):
+    """A first row that is numbers either way: not a header."""
 
 
 def _column_name(word: str) -> str:
@@ -165,6 +174,13 @@ def _column_name(word: str) -> str:
     and case left out."""
     word = word.strip().strip("\"'").removeprefix("//").strip()
     return re.split(r"[\[(]", word, maxsplit=1)[0].strip().lower()
+
+
+def _header_words(text: str) -> list[str]:
+    """The column names of a header line: split at commas or semicolons where it has them
+    (``x (m),y (m),z (m)``), else at blanks, a unit standing alone dropped."""
+    words = re.split(r"[,;]", text) if re.search(r"[,;]", text) else text.split()
+    return [w for w in words if not _UNIT.fullmatch(w.strip())]
 
 
 def _axis_columns(path: Path, header: list[str], width: int) -> list[int] | None:
@@ -192,19 +208,34 @@ def _axis_columns(path: Path, header: list[str], width: int) -> list[int] | None
     return found
 
 
+def _commented_header(text: str) -> list[str] | None:
+    """The column names of a comment that is a header: one that starts with the three
+    coordinates' names (``# x y z intensity``, ``# Y X Z``); None for any other comment
+    (``# format: X Y Z R G B`` is prose: the columns are then taken as they come)."""
+    words = _header_words(text)
+    first = {_column_name(w) for w in words[:3]}
+    if len(words) >= 3 and all(first & set(axis) for axis in _AXIS_NAMES):
+        return words
+    return None
+
+
 def read_text(path: Path) -> np.ndarray:
     """``.xyz`` / ``.txt`` / ``.csv`` rows (commas, semicolons or whitespace between values;
-    ``#`` comments, whole lines or after the values; a UTF-8 byte-order mark) as ``(N, C)
-    float64``. One header line is allowed: where it names the coordinates (``x y z`` in any
-    case and order, ``//X`` as CloudCompare writes, ``Easting Northing Elevation``, units in
-    brackets) those columns are x, y, z (a pandas index column, ``intensity,x,y,z``);
+    quoted values; ``#`` comments, whole lines or after the values; a UTF-8 byte-order mark)
+    as ``(N, C) float64``. One header line is allowed: where it names the coordinates (``x y
+    z`` in any case and order, ``//X`` as CloudCompare writes, ``Easting Northing
+    Elevation``, units as in ``x (m)`` or ``X [m]``; or a comment that starts with them,
+    ``# x y z i``) those columns are x, y, z (a pandas index column, ``intensity,x,y,z``);
     otherwise the first three are. Values with a decimal comma (``-0,042 0,342 0,65``,
-    ``1,5;2,5;3,5``) are read as such. Rows are parsed as they are read (no list of the
-    file's lines is kept). Errors name the line of the file."""
+    ``1,5;2,5;3,5``) are read as such; a row whose commas may as well be thousands
+    separators (``1,234 2,345 3,456``) is refused. The values are kept in one flat array as
+    they are read (8 bytes each, whatever the line's length). Errors name the line."""
     comma_decimal = None  # decided on the first data line
+    width = 0  # values a row, set by the first data line
 
     def parse(line: str, lineno: int) -> list[float]:
         nonlocal comma_decimal
+        line = line.replace('"', "")  # quoted values (pandas' QUOTE_ALL)
         if comma_decimal is None:
             words = line.replace(";", " ").split()
             comma_decimal = ";" in line or (
@@ -212,6 +243,12 @@ def read_text(path: Path) -> np.ndarray:
                 and "," in line
                 and all(_DECIMAL_COMMA.fullmatch(w) and any(c.isdigit() for c in w) for w in words)
             )
+            commas = [w for w in words if "," in w]
+            if comma_decimal and commas and all(_THOUSANDS.fullmatch(w) for w in commas):
+                raise _AmbiguousCommas(
+                    path, f"line {lineno}: {line.strip()!r}: the commas may be decimal commas "
+                    "or thousands separators; write the values with points (1234.5 or 1.2345)"
+                )  # fmt: skip
         try:
             if comma_decimal:
                 return [float(v.replace(",", ".")) for v in line.replace(";", " ").split()]
@@ -219,41 +256,47 @@ def read_text(path: Path) -> np.ndarray:
         except ValueError as exc:
             raise CorruptFileError(path, f"line {lineno}: non-numeric value ({exc})") from exc
 
-    rows: list[list[float]] = []
+    values = array("d")
+
+    def add(row: list[float], lineno: int) -> None:
+        nonlocal width
+        if not width:
+            width = len(row)
+        elif len(row) != width:
+            raise CorruptFileError(
+                path, f"line {lineno}: {len(row)} values, where the rows before have {width}"
+            )
+        values.extend(row)
+
     header: list[str] | None = None
     seen = False  # a data line (or the header) was read
     try:
         with open(path, encoding="utf-8-sig") as handle:
             for lineno, line in enumerate(handle, start=1):
                 text = line.partition("#")[0].strip()
-                if not text and line.lstrip().startswith("#") and not seen:
-                    text = line.strip().lstrip("#").strip()  # '# x y z': a commented header
-                    named = {_column_name(w) for w in re.split(r"[,;\s]+", text)}
-                    if not all(named & set(axis) for axis in _AXIS_NAMES):
-                        continue  # a comment, not a header naming the three coordinates
-                    seen = True
-                    header = re.split(r"[,;\s]+", text)
+                if not text and not seen and line.lstrip().startswith("#"):
+                    header = _commented_header(line.strip().lstrip("#"))
+                    seen = header is not None
                     continue
                 if not text:
                     continue
                 if not seen:  # the first line may be a header (column names)
                     seen = True
                     try:
-                        rows.append(parse(text, lineno))
+                        add(parse(text, lineno), lineno)
+                    except _AmbiguousCommas:
+                        raise
                     except CorruptFileError:  # the header
                         comma_decimal = None
-                        header = re.split(r"\s*[,;]\s*|\s+", text)
+                        header = _header_words(text.replace('"', ""))
                     continue
-                rows.append(parse(text, lineno))
+                add(parse(text, lineno), lineno)
     except UnicodeDecodeError as exc:
         raise CorruptFileError(path, "not a text file (invalid UTF-8)") from exc
     if not seen:
         raise EmptyCloudError(path, "point cloud is empty (no data lines)")
-    if not rows:
+    if not values:
         raise EmptyCloudError(path, "point cloud is empty (only a header line)")
-    widths = {len(r) for r in rows}
-    if len(widths) != 1:
-        raise CorruptFileError(path, f"rows have different numbers of columns: {sorted(widths)}")
-    values = np.asarray(rows, dtype=np.float64)
-    columns = None if header is None else _axis_columns(path, header, values.shape[1])
-    return values if columns is None else values[:, columns]
+    table = np.frombuffer(values, dtype=np.float64).reshape(-1, width)
+    columns = None if header is None else _axis_columns(path, header, width)
+    return table if columns is None else table[:, columns]

@@ -30,11 +30,27 @@ from pcreg.errors import CorruptFileError
 
 __all__ = ["read_obj", "read_off"]
 
+#: OBJ faces turned into triangles this many lines at a time (the per-corner arrays of a
+#: block: about 100 MB for quads)
+FACE_BLOCK = 500_000
+
+
+def _plain(data: bytes) -> bytes:
+    """The file's text as its parsers read it: a UTF-8 byte-order mark left out, old Mac
+    line ends (``\\r`` alone) made ``\\n``, and OBJ's backslash line continuations joined
+    (copies are made only where one of these is present)."""
+    data = data.removeprefix(b"\xef\xbb\xbf")
+    if b"\r" in data and b"\n" not in data:
+        data = data.replace(b"\r", b"\n")
+    if b"\\\n" in data or b"\\\r\n" in data:
+        data = data.replace(b"\\\r\n", b" ").replace(b"\\\n", b" ")
+    return data
+
 
 def _lines(data: bytes) -> Iterator[tuple[int, list[bytes]]]:
     """``(line number, words)`` of each line with words, ``#`` comments left out; one line at
     a time (a list of the file's lines would take several times its size)."""
-    for lineno, line in enumerate(io.BytesIO(data.removeprefix(b"\xef\xbb\xbf")), start=1):
+    for lineno, line in enumerate(io.BytesIO(_plain(data)), start=1):
         words = line.split(b"#", 1)[0].split()
         if words:
             yield lineno, words
@@ -85,12 +101,12 @@ def _triangles(flat: array) -> np.ndarray:
 
 
 def _obj_faces(
-    path: Path, rows: list[bytes], lines: array, defined: array, vertices: int
-) -> np.ndarray:
+    path: Path, rows: list[bytes], lines: array, defined: array
+) -> tuple[np.ndarray, tuple[int, int]]:
     """``(F, 3) int64`` triangles of OBJ face rows (the words after ``f``), each defined
-    after ``defined[k]`` vertices (a negative index counts back from there), fanned."""
-    if not rows:
-        return np.zeros((0, 3), np.int64)
+    after ``defined[k]`` vertices (a negative index counts back from there), fanned; and
+    the highest vertex they refer to with its line (checked against the file's count once
+    all its vertices are read)."""
     counts = np.fromiter((len(r.split()) for r in rows), np.int64, len(rows))
     text = re.sub(rb"/\S*", b"", b" ".join(rows))  # 'v/vt/vn' -> 'v'
     index = _numbers(text, np.int64)
@@ -120,20 +136,15 @@ def _obj_faces(
             f"line {lines[face[k]]}: a face refers to vertex {index[k]}, and {before[k]} are "
             "defined before it: corrupt",
         )
-    over = np.flatnonzero(resolved >= vertices)
-    if over.size:
-        k = int(over[0])
-        raise CorruptFileError(
-            path,
-            f"line {lines[face[k]]}: a face refers to vertex {index[k]}, and the file defines "
-            f"{vertices}: corrupt",
-        )
+    top = int(np.argmax(resolved))
+    highest = (int(resolved[top]), int(lines[face[top]]))
     start = np.cumsum(counts) - counts  # each face's first corner in ``resolved``
     tris = counts - 2
     owner = np.repeat(np.arange(len(rows)), tris)
     step = np.arange(int(tris.sum())) - np.repeat(np.cumsum(tris) - tris, tris) + 1
     first = start[owner]
-    return np.stack([resolved[first], resolved[first + step], resolved[first + step + 1]], axis=1)
+    triangles = np.stack([resolved[first], resolved[first + step], resolved[first + step + 1]], 1)
+    return triangles, highest
 
 
 _OBJ_V = re.compile(rb"^[ \t]*v[ \t]+([^\r\n#]*)", re.M)
@@ -155,11 +166,13 @@ def _obj_fast(data: bytes) -> tuple[np.ndarray, np.ndarray] | None:
     with whole-file regular expressions and numpy; None where anything is irregular (a ``w``
     or colour, polygons, negative indices, an error), for the line-by-line reader. Each
     intermediate is dropped as soon as the next is made (peak memory)."""
-    text = b" \n".join(_OBJ_V.findall(data))
-    rows = text.count(b"\n") + 1 if text else 0
+    text = b"\n".join(_OBJ_V.findall(data))
+    if not text or not (_words_per_row(text) == 3).all():  # a w or a colour: line by line
+        return None
+    rows = text.count(b"\n") + 1
     vertices = _numbers(text, np.float64)
     del text
-    if rows == 0 or vertices.size != 3 * rows:
+    if vertices.size != 3 * rows:
         return None
     vertices = vertices.reshape(-1, 3)
     text = b"\n".join(_OBJ_F.findall(data))
@@ -181,7 +194,7 @@ def read_obj(path: Path, data: bytes) -> tuple[np.ndarray, np.ndarray]:
     """``(vertices (V, 3) float64, triangles (F, 3) int64)`` of an OBJ file's bytes: a
     regular file in bulk (:func:`_obj_fast`: 76 MB of a million vertices and two million
     triangles in about 3 s on a 2-core AMD EPYC), any other line by line."""
-    data = data.removeprefix(b"\xef\xbb\xbf")
+    data = _plain(data)
     fast = _obj_fast(data)
     if fast is not None:
         return fast
@@ -190,6 +203,18 @@ def read_obj(path: Path, data: bytes) -> tuple[np.ndarray, np.ndarray]:
     faces: list[bytes] = []
     face_lines = array("q")
     defined = array("q")  # vertices read before each face
+    done: list[np.ndarray] = []  # triangles of the blocks of faces parsed so far
+    highest = (-1, 0)  # the highest vertex a face refers to, and its line
+
+    def block() -> None:  # the faces read so far as triangles: bounded intermediates
+        nonlocal highest
+        if faces:
+            triangles, top = _obj_faces(path, faces, face_lines, defined)
+            done.append(triangles)
+            highest = max(highest, top)
+        faces.clear()
+        del face_lines[:], defined[:]
+
     for lineno, line in enumerate(io.BytesIO(data), start=1):
         if b"#" in line:
             line = line.split(b"#", 1)[0]
@@ -208,10 +233,20 @@ def read_obj(path: Path, data: bytes) -> tuple[np.ndarray, np.ndarray]:
             faces.append(line[2:])
             face_lines.append(lineno)
             defined.append(len(rows))
+            if len(faces) == FACE_BLOCK:
+                block()
+    block()
     if not rows:
         raise CorruptFileError(path, "no vertices ('v' lines): not an OBJ mesh, or empty")
     vertices = _vertices(path, rows, lines)
-    return vertices, _obj_faces(path, faces, face_lines, defined, len(vertices))
+    del rows
+    if highest[0] >= len(vertices):
+        raise CorruptFileError(
+            path,
+            f"line {highest[1]}: a face refers to vertex {highest[0] + 1}, and the file "
+            f"defines {len(vertices)}: corrupt",
+        )
+    return vertices, np.concatenate(done) if done else np.zeros((0, 3), np.int64)
 
 
 def read_off(path: Path, data: bytes) -> tuple[np.ndarray, np.ndarray]:
