@@ -248,17 +248,18 @@ def test_an_obj_vertex_that_is_not_three_numbers_is_refused(tmp_path, text, said
 
 
 def test_a_regular_obj_is_read_in_bulk_alike(tmp_path):
-    """The bulk reader of a regular file gives what the line-by-line one gives."""
+    """The bulk reader of a regular file (colours after x y z, triangles and quads) gives
+    what the line-by-line one gives (a negative index at the end sends the same file there)."""
     rng = np.random.default_rng(0)
     v = rng.uniform(-1, 1, (300, 3)).round(5)
-    f = rng.integers(1, 301, (500, 3))
-    text = "".join(f"v {a} {b} {c}\n" for a, b, c in v) + "".join(
-        f"f {a} {b} {c}\n" for a, b, c in f
-    )
+    text = "".join(f"v {a} {b} {c} 0.5 0.5 0.5\n" for a, b, c in v)
+    for k, face in enumerate(rng.integers(1, 301, (500, 4))):
+        text += "f " + " ".join(f"{i}/{i}/{i}" for i in face[: 3 + k % 2]) + "\n"
     data = text.encode()
     fast = mesh_text._obj_fast(data)
-    assert fast is not None
-    slow = mesh_text.read_obj(tmp_path / "x.obj", data + b"vt 0 0\nf 1 2 3 4\n")  # a quad: slow
+    assert fast is not None and len(fast[1]) == 750
+    slow = mesh_text.read_obj(tmp_path / "x.obj", data + b"f 1 2 -1\n")
+    np.testing.assert_array_equal(fast[0], v)
     np.testing.assert_array_equal(fast[0], slow[0])
-    np.testing.assert_array_equal(fast[1], slow[1][:500])
-    np.testing.assert_array_equal(slow[1][500:], [[0, 1, 2], [0, 2, 3]])
+    np.testing.assert_array_equal(fast[1], slow[1][:-1])
+    np.testing.assert_array_equal(slow[1][-1], [0, 1, 299])

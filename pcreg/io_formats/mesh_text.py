@@ -138,13 +138,18 @@ def _obj_faces(
         )
     top = int(np.argmax(resolved))
     highest = (int(resolved[top]), int(lines[face[top]]))
-    start = np.cumsum(counts) - counts  # each face's first corner in ``resolved``
+    return _fanned(resolved, counts), highest
+
+
+def _fanned(corners: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """``(sum(counts - 2), 3) int64`` triangles ``(c0, ck, ck+1)`` of polygons whose corner
+    indices follow one another in ``corners``, ``counts[k]`` (>= 3) for polygon k."""
+    start = np.cumsum(counts) - counts  # each polygon's first corner in ``corners``
     tris = counts - 2
-    owner = np.repeat(np.arange(len(rows)), tris)
+    owner = np.repeat(np.arange(len(counts)), tris)
     step = np.arange(int(tris.sum())) - np.repeat(np.cumsum(tris) - tris, tris) + 1
     first = start[owner]
-    triangles = np.stack([resolved[first], resolved[first + step], resolved[first + step + 1]], 1)
-    return triangles, highest
+    return np.stack([corners[first], corners[first + step], corners[first + step + 1]], 1)
 
 
 _OBJ_V = re.compile(rb"^[ \t]*v[ \t]+([^\r\n#]*)", re.M)
@@ -162,32 +167,36 @@ def _words_per_row(text: bytes) -> np.ndarray:
 
 
 def _obj_fast(data: bytes) -> tuple[np.ndarray, np.ndarray] | None:
-    """:func:`read_obj` of a regular file (x y z vertices, triangles of positive indices)
-    with whole-file regular expressions and numpy; None where anything is irregular (a ``w``
-    or colour, polygons, negative indices, an error), for the line-by-line reader. Each
-    intermediate is dropped as soon as the next is made (peak memory)."""
+    """:func:`read_obj` of a regular file (every vertex the same number of values, x y z
+    first; polygons of positive indices) with whole-file regular expressions and numpy;
+    None where anything is irregular (negative indices, a vertex of another width, an
+    error), for the line-by-line reader. Each intermediate is dropped as soon as the next
+    is made (peak memory)."""
     text = b"\n".join(_OBJ_V.findall(data))
-    if not text or not (_words_per_row(text) == 3).all():  # a w or a colour: line by line
+    if not text:
         return None
-    rows = text.count(b"\n") + 1
+    width = _words_per_row(text)
+    if width[0] < 3 or not (width == width[0]).all():  # x y z, then a w or a colour
+        return None
+    rows, width = len(width), int(width[0])
     vertices = _numbers(text, np.float64)
     del text
-    if vertices.size != 3 * rows:
+    if vertices.size != width * rows:
         return None
-    vertices = vertices.reshape(-1, 3)
+    vertices = np.ascontiguousarray(vertices.reshape(-1, width)[:, :3])
     text = b"\n".join(_OBJ_F.findall(data))
     if not text:
         return vertices, np.zeros((0, 3), np.int64)
     text = re.sub(rb"/\S*", b"", text)  # 'v/vt/vn' -> 'v'
-    if b"-" in text or not (_words_per_row(text) == 3).all():
+    counts = _words_per_row(text)
+    if b"-" in text or (counts < 3).any():
         return None
     index = _numbers(text, np.int64)
-    faces = text.count(b"\n") + 1
     del text
-    if index.size != 3 * faces or not (index >= 1).all() or index.max() > rows:
+    if index.size != counts.sum() or index.min() < 1 or index.max() > rows:
         return None
     index -= 1
-    return vertices, index.reshape(-1, 3)
+    return vertices, _fanned(index, counts)
 
 
 def read_obj(path: Path, data: bytes) -> tuple[np.ndarray, np.ndarray]:
