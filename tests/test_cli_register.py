@@ -19,7 +19,7 @@ JSON_KEYS = {
     "time_s", "timings", "src", "ref", "rre_deg", "rte_m", "rmse_m", "inlier_ratio",
     "confidence", "fitness", "agreement", "hypothesis", "registered", "reason", "method_used",
     "units", "object", "scale", "score", "ambiguous_with", "mirror", "readings", "estimates",
-    "dropped_invalid", "information", "covariance", "covariance_convention",
+    "dropped_invalid", "read_as", "information", "covariance", "covariance_convention",
 }  # fmt: skip
 
 
