@@ -144,7 +144,8 @@ def read_kitti_bin(path: Path) -> np.ndarray:
             path,
             f"not a {what} scan: {negative:.0%} of its intensities are negative"
             + ("" if nuscenes else ": other records (float64 values, or a nuScenes scan of 5 "
-               "values a point, which is read when its name ends in .pcd.bin)"),
+               "values a point, which is read when its name ends in .pcd.bin; save plain x, y, z "
+               "arrays as .npy)"),
         )  # fmt: skip
     return records
 
