@@ -434,7 +434,10 @@ def test_a_text_header_picks_the_named_columns(tmp_path, cloud, header, row):
     [
         ("lon,lat,h\n1,2,3\n4,5,6\n", "names no column x, y: which columns"),
         ("a,b,x,y,z\n1,2,3\n4,5,6\n", "names 5 columns, its rows hold 3"),
-        ("1,234 2,345 3,456\n", "line 1: .* may be decimal commas or thousands separators"),
+        (
+            "1,234 2,345 3,456\n4,567 5,678 6,789\n",
+            "line 1: .* every comma in the file may be a decimal comma or a thousands separator",
+        ),
         ("1 2 3\n4 5 6\n7 8\n", "line 3: 2 values, where the rows before have 3"),
     ],
 )
@@ -464,3 +467,11 @@ def test_a_bin_of_other_records_is_refused_and_nuscenes_is_read(tmp_path, cloud)
     (tmp_path / "cut.pcd.bin").write_bytes(records.tobytes()[:-4])
     with pytest.raises(CorruptFileError, match="not a multiple of 20: not a nuScenes"):
         io.read_points(tmp_path / "cut.pcd.bin")
+
+
+def test_decimal_commas_of_three_digits_are_settled_by_the_rest_of_the_file(tmp_path):
+    """'1,500 2,250 3,125' alone could be thousands; a later '0,042' settles it."""
+    (tmp_path / "c.xyz").write_text("1,500 2,250 3,125\n0,042 1,5 2,0\n")
+    np.testing.assert_array_equal(
+        io.read_points(tmp_path / "c.xyz"), [[1.5, 2.25, 3.125], [0.042, 1.5, 2.0]]
+    )

@@ -210,6 +210,10 @@ def test_off_polygons_and_counts(tmp_path):
         "8 vertices and 12 triangles"
         in io.read_points(tmp_path / "c.off", return_info=True)[1].content
     )
+    off = mesh_text.read_off(tmp_path / "c.off", (tmp_path / "c.off").read_bytes())
+    obj = mesh_text.read_obj(tmp_path / "c.obj", _cube_obj().encode())
+    np.testing.assert_array_equal(off[0], obj[0])
+    np.testing.assert_array_equal(off[1], obj[1])  # the same triangles, fanned alike
     (tmp_path / "t.off").write_text(f"OFF\n{len(CUBE_V)} {len(CUBE_F)} 0\n" + "\n".join(body[:-2]))
     with pytest.raises(CorruptFileError, match="the file holds 8 and 5: truncated"):
         io.read_points(tmp_path / "t.off")

@@ -166,10 +166,6 @@ _THOUSANDS = re.compile(r"[+-]?[1-9]\d{0,2}(?:,\d{3})+")
 _UNIT = re.compile(r"[\[(].*[\])]")
 
 
-class _AmbiguousCommas(CorruptFileError):
-    """A first row that is numbers either way: not a header."""
-
-
 def _column_name(word: str) -> str:
     """A header word as a name: quotes, CloudCompare's ``//``, a unit (``x[m]``, ``X (m)``)
     and case left out."""
@@ -228,10 +224,13 @@ def read_text(path: Path) -> np.ndarray:
     Elevation``, units as in ``x (m)`` or ``X [m]``; or a comment that starts with them,
     ``# x y z i``) those columns are x, y, z (a pandas index column, ``intensity,x,y,z``);
     otherwise the first three are. Values with a decimal comma (``-0,042 0,342 0,65``,
-    ``1,5;2,5;3,5``) are read as such; a row whose commas may as well be thousands
-    separators (``1,234 2,345 3,456``) is refused. The values are kept in one flat array as
-    they are read (8 bytes each, whatever the line's length). Errors name the line."""
+    ``1,5;2,5;3,5``) are read as such; a file whose every comma may as well be a thousands
+    separator (``1,234 2,345 3,456`` throughout) is refused. The values are kept in one flat
+    array as they are read (8 bytes each, whatever the line's length). Errors name the line."""
     comma_decimal = None  # decided on the first data line
+    # with decimal commas: the first line whose every comma could be a thousands separator
+    # (1,234), None before any, False once a value settles it (the file is then read)
+    ambiguous: list = [None]
     width = 0  # values a row, set by the first data line
 
     def parse(line: str, lineno: int) -> list[float]:
@@ -244,14 +243,14 @@ def read_text(path: Path) -> np.ndarray:
                 and "," in line
                 and all(_DECIMAL_COMMA.fullmatch(w) and any(c.isdigit() for c in w) for w in words)
             )
-            commas = [w for w in words if "," in w]
-            if comma_decimal and commas and all(_THOUSANDS.fullmatch(w) for w in commas):
-                raise _AmbiguousCommas(
-                    path, f"line {lineno}: {line.strip()!r}: the commas may be decimal commas "
-                    "or thousands separators; write the values with points (1234.5 or 1.2345)"
-                )  # fmt: skip
         try:
             if comma_decimal:
+                if ambiguous[0] is not False:  # until one value settles it (0,342 or 1,5)
+                    commas = [w for w in line.replace(";", " ").split() if "," in w]
+                    if commas and all(_THOUSANDS.fullmatch(w) for w in commas):
+                        ambiguous[0] = ambiguous[0] or (lineno, line.strip())
+                    elif commas:
+                        ambiguous[0] = False
                 return [float(v.replace(",", ".")) for v in line.replace(";", " ").split()]
             return [float(v) for v in line.replace(",", " ").replace(";", " ").split()]
         except ValueError as exc:
@@ -285,8 +284,6 @@ def read_text(path: Path) -> np.ndarray:
                     seen = True
                     try:
                         add(parse(text, lineno), lineno)
-                    except _AmbiguousCommas:
-                        raise
                     except CorruptFileError:  # the header
                         comma_decimal = None
                         header = _header_words(text.replace('"', ""))
@@ -298,6 +295,12 @@ def read_text(path: Path) -> np.ndarray:
         raise EmptyCloudError(path, "point cloud is empty (no data lines)")
     if not values:
         raise EmptyCloudError(path, "point cloud is empty (only a header line)")
+    if ambiguous[0]:
+        lineno, line = ambiguous[0]
+        raise CorruptFileError(
+            path, f"line {lineno}: {line!r}: every comma in the file may be a decimal comma "
+            "or a thousands separator; write the values with points (1234.5 or 1.2345)"
+        )  # fmt: skip
     table = np.frombuffer(values, dtype=np.float64).reshape(-1, width)
     columns = None if header is None else _axis_columns(path, header, width)
     return table if columns is None else table[:, columns]

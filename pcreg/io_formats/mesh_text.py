@@ -56,13 +56,6 @@ def _lines(data: bytes) -> Iterator[tuple[int, list[bytes]]]:
             yield lineno, words
 
 
-def _fan(out: array, corners: list[int]) -> None:
-    """Append the triangles ``(c0, ck, ck+1)`` of a polygon's corners (convex polygons, as
-    exporters write them) to the flat ``out``."""
-    for k in range(1, len(corners) - 1):
-        out.extend((corners[0], corners[k], corners[k + 1]))
-
-
 def _numbers(text: bytes, dtype) -> np.ndarray:
     """The whitespace-separated numbers of ``text`` in one pass (C's strtod: "1_0" is not a
     number, as ``float`` would have it); empty, or short, where one is not a number (numpy
@@ -93,11 +86,6 @@ def _vertices(path: Path, rows: list[bytes], lines: array) -> np.ndarray:
                 path, f"line {lineno}: a vertex is not three numbers: {row.decode('latin-1')!r}"
             ) from None
     return out
-
-
-def _triangles(flat: array) -> np.ndarray:
-    """``(F, 3) int64`` of a flat array of corner indices."""
-    return np.frombuffer(flat, dtype=np.int64).reshape(-1, 3).copy()
 
 
 def _obj_faces(
@@ -276,7 +264,8 @@ def read_off(path: Path, data: bytes) -> tuple[np.ndarray, np.ndarray]:
         raise CorruptFileError(path, f"OFF header declares {nv} vertices and {nf} faces: corrupt")
     rows: list[bytes] = []
     lines = array("q")
-    flat = array("q")
+    corners = array("q")  # every face's corners, one after another
+    sizes = array("q")  # corners a face
     faces = 0
     for lineno, words in content:
         if len(rows) < nv:
@@ -289,16 +278,17 @@ def read_off(path: Path, data: bytes) -> tuple[np.ndarray, np.ndarray]:
             break
         try:
             k = int(words[0])
-            corners = [int(w) for w in words[1 : 1 + k]]
+            face = [int(w) for w in words[1 : 1 + k]]
         except ValueError:
             raise CorruptFileError(path, f"line {lineno}: a face is not 'k i1 ... ik'") from None
-        if k < 3 or len(corners) < k:
+        if k < 3 or len(face) < k:
             raise CorruptFileError(path, f"line {lineno}: a face needs 3 corners or more")
-        if min(corners) < 0 or max(corners) >= nv:
+        if min(face) < 0 or max(face) >= nv:
             raise CorruptFileError(
                 path, f"line {lineno}: a face refers to a vertex that does not exist: corrupt"
             )
-        _fan(flat, corners)
+        corners.extend(face)
+        sizes.append(k)
         faces += 1
     if len(rows) < nv or faces < nf:
         raise CorruptFileError(
@@ -307,4 +297,6 @@ def read_off(path: Path, data: bytes) -> tuple[np.ndarray, np.ndarray]:
             f"{len(rows)} and {faces}: truncated",
         )
     vertices = _vertices(path, rows, lines) if rows else np.zeros((0, 3))
-    return vertices, _triangles(flat)
+    if not sizes:
+        return vertices, np.zeros((0, 3), np.int64)
+    return vertices, _fanned(np.frombuffer(corners, np.int64), np.frombuffer(sizes, np.int64))
