@@ -33,6 +33,7 @@ sys.path.insert(0, str(REPO))
 from pcreg.bench.verdict_set import CONGRUENT, cases, label_candidates, split_of  # noqa: E402
 from pcreg.registration.verdict import (  # noqa: E402
     FEATURES,
+    MIN_CONTRAST,
     Trees,
     VerdictModel,
     different,
@@ -205,7 +206,9 @@ def replay(
         best = max(seen, key=lambda i: scores[i])
         inliers = cands[best]["features"].get("log_inliers", 0.0)
         t = threshold[family(cands[best]["features"])] if isinstance(threshold, dict) else threshold
+        contrast = cands[best]["features"].get("contrast", 0.0)
         ok = scores[best] >= t and inliers >= np.log10(1 + MIN_INLIERS)
+        ok = ok and contrast >= MIN_CONTRAST
         fam = family(cands[best]["features"])
         # a family without its own margin gets the largest (VerdictModel.probe_for's fallback)
         limit = (probe.get(fam, max(probe.values(), default=float("inf")))

@@ -106,7 +106,9 @@ def test_a_network_that_cannot_register_falls_back_to_the_classical_path(
     assert res.method_used == "fpfh-ransac", res.method_used
     err = pose_errors(res.transform, gt, src)
     assert err["rre_deg"] < 1.0 and err["rte_m"] < 0.03, err
-    assert res.registered or res.reason.startswith("no estimate is trustworthy")
+    assert res.registered or res.reason.startswith(
+        ("no estimate is trustworthy", "no estimate is a distinct fit")
+    )
 
 
 def test_each_cloud_is_voxelised_once_however_many_estimates_it_finishes(

@@ -97,6 +97,23 @@ def test_too_few_inliers_or_correspondences_never_register():
     assert not V.judge([], MODEL, CENTRE, DIAGONAL).registered
 
 
+def test_a_chance_fit_never_registers_whatever_its_score():
+    """Two clouds that fill a volume fit about as well anywhere: the score can extrapolate
+    (surface samples of meshes of random far-apart triangles scored 0.59 at contrast 0.06)."""
+    by_fitness = V.VerdictModel(
+        features=("fitness",), mean=np.zeros(1), scale=np.ones(1), weights=np.array([10.0]),
+        bias=-5.0, threshold=0.9, rival=0.1, rival_floor=0.5, version="test",
+    )  # fmt: skip
+    chance, sharp = _cand(np.eye(4), 0.06), _cand(np.eye(4), 0.25)
+    for c in (chance, sharp):
+        c.features["fitness"] = 0.95
+    out = V.judge([chance], by_fitness, CENTRE, DIAGONAL)
+    assert out.best is chance and chance.score > 0.98 and not out.registered
+    assert out.reason.startswith("no estimate is a distinct fit (the best one's contrast 0.06 <")
+    assert V.judge([sharp], by_fitness, CENTRE, DIAGONAL).registered
+    assert V.MIN_CONTRAST == 0.2
+
+
 def test_pose_distance():
     deg, shift = V.pose_distance(np.eye(4), _turned(30), np.array([1.0, 0, 0]))
     assert deg == pytest.approx(30.0)
