@@ -439,6 +439,16 @@ def test_a_text_header_picks_the_named_columns(tmp_path, cloud, header, row):
             "line 1: .* every comma in the file may be a decimal comma or a thousands separator",
         ),
         ("1 2 3\n4 5 6\n7 8\n", "line 3: 2 values, where the rows before have 3"),
+        # every row read as 6 columns (x = 1, y = 234.5, z = 2) before, exit 0
+        (
+            "1,234.5 2,345.6 3,456.7\n1,234.5 2,345.6 4,456.7\n",
+            "line 1: '1,234.5' has a thousands separator: commas would split it",
+        ),
+        (
+            "1 2 3\n2,345.6 1 2\n",
+            r"line 2: 4 values, where the rows before have 3 \(a value with a thousands "
+            "separator, '2,345.6'",
+        ),
     ],
 )
 def test_a_text_header_that_leaves_the_coordinates_unclear_is_refused(tmp_path, text, said):
@@ -467,6 +477,17 @@ def test_a_bin_of_other_records_is_refused_and_nuscenes_is_read(tmp_path, cloud)
     (tmp_path / "cut.pcd.bin").write_bytes(records.tobytes()[:-4])
     with pytest.raises(CorruptFileError, match="not a multiple of 20: not a nuScenes"):
         io.read_points(tmp_path / "cut.pcd.bin")
+
+
+def test_decimal_commas_after_rows_without_a_comma_are_decimals(tmp_path):
+    """The mode was decided on the first row: '1 2 3' then '0,5 1,5 2,5' was refused as a row
+    of 6 values."""
+    (tmp_path / "c.xyz").write_text("1 2 3\n0,5 1,5 2,5\n2 1 0,5\n")
+    np.testing.assert_array_equal(
+        io.read_points(tmp_path / "c.xyz"), [[1, 2, 3], [0.5, 1.5, 2.5], [2, 1, 0.5]]
+    )
+    (tmp_path / "c.csv").write_text("1,2,3\n4,5,6\n")  # a comma-separated file stays one
+    np.testing.assert_array_equal(io.read_points(tmp_path / "c.csv"), [[1, 2, 3], [4, 5, 6]])
 
 
 def test_decimal_commas_of_three_digits_are_settled_by_the_rest_of_the_file(tmp_path):

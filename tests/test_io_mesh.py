@@ -192,6 +192,11 @@ def test_an_obj_or_off_without_faces_gives_its_vertices(tmp_path):
         ("v 0 0 0\nv 1 0\n", "line 2: a vertex needs x, y and z"),
         ("v 0 0 0\nv 1 0 x\nv 0 1 0\n", "line 2: a vertex is not three numbers"),
         ("v 0 0 0\nv 1 0 0\nf 1 2\n", "line 3: a face needs 3 corners"),
+        # said 'vertex 9223372036854775807' (numpy clamps the index)
+        (
+            "v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 99999999999999999999\n",
+            "line 4: a face refers to vertex 99999999999999999999, past any file's vertices",
+        ),
     ],
 )
 def test_a_broken_obj_names_its_line(tmp_path, text, said):
@@ -217,6 +222,33 @@ def test_off_polygons_and_counts(tmp_path):
     (tmp_path / "t.off").write_text(f"OFF\n{len(CUBE_V)} {len(CUBE_F)} 0\n" + "\n".join(body[:-2]))
     with pytest.raises(CorruptFileError, match="the file holds 8 and 5: truncated"):
         io.read_points(tmp_path / "t.off")
+
+
+def test_off_of_geomview_kinds_and_utf16_text(tmp_path):
+    """Geomview's nOFF gives the vertices' dimension first: 3-D is read (it was refused as 'no
+    vertex and face counts'), others and 4OFF are refused by name; a UTF-16 file says so (an
+    OBJ read as 'no vertices', an OFF as 'its first word is not OFF')."""
+    tri = "0 0 0\n1 0 0\n0 1 0\n3 0 1 2\n"
+    (tmp_path / "n.off").write_text("nOFF\n3\n3 1 0\n" + tri)
+    (tmp_path / "o.off").write_text("OFF 3 1 0\n" + tri)
+    for name in ("n.off", "o.off"):
+        v, t = mesh_text.read_off(tmp_path / name, (tmp_path / name).read_bytes())
+        np.testing.assert_array_equal(v, [[0, 0, 0], [1, 0, 0], [0, 1, 0]])
+        np.testing.assert_array_equal(t, [[0, 1, 2]])
+    (tmp_path / "2.off").write_text("nOFF 2\n3 1 0\n0 0\n1 0\n0 1\n3 0 1 2\n")
+    (tmp_path / "4.off").write_text("4OFF\n3 1 0\n0 0 0 1\n1 0 0 1\n0 1 0 1\n3 0 1 2\n")
+    (tmp_path / "u.off").write_bytes(("OFF 3 1 0\n" + tri).encode("utf-16"))
+    (tmp_path / "u.obj").write_bytes("v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 3\n".encode("utf-16"))
+    (tmp_path / "u.xyz").write_bytes("1 2 3\n4 5 6\n".encode("utf-16"))
+    for name, said in [
+        ("2.off", "nOFF of 2-D vertices: only 3-D are read"),
+        ("4.off", "4OFF: homogeneous 4-D vertices are not read"),
+        ("u.off", "UTF-16 text: save it as UTF-8"),
+        ("u.obj", "UTF-16 text: save it as UTF-8"),
+        ("u.xyz", "UTF-16 text: save it as UTF-8"),
+    ]:
+        with pytest.raises(CorruptFileError, match=said):
+            io.read_points(tmp_path / name)
 
 
 @pytest.mark.parametrize(

@@ -40,6 +40,16 @@ def check_file(path: Path, formats: tuple[str, ...], what: str) -> str:
     return suffix
 
 
+def check_text_encoding(path: Path, data: bytes) -> None:
+    """A UTF-16 or UTF-32 text file (Windows' 'Unicode') is named as such: its bytes are not
+    the ASCII words the parsers read (an OBJ read as 'no vertices', an OFF as 'not OFF', a
+    text cloud as 'invalid UTF-8'). ``data``: the file's first bytes or more."""
+    for bom, name in ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"),
+                      (b"\xff\xfe", "UTF-16"), (b"\xfe\xff", "UTF-16")):  # fmt: skip
+        if data.startswith(bom):
+            raise CorruptFileError(path, f"{name} text: save it as UTF-8 (or ASCII)")
+
+
 def _one_line(text: object, limit: int = 200) -> str:
     """``text`` on one line, shortened to ``limit`` characters."""
     out = " ".join(str(text).split())

@@ -11,7 +11,7 @@ import numpy as np
 
 from pcreg._text import size_text, sizes_apart
 from pcreg.errors import CorruptFileError, EmptyCloudError, InputError, ShapeError
-from pcreg.io_formats._common import MAX_MEMORY_ADVICE
+from pcreg.io_formats._common import MAX_MEMORY_ADVICE, check_text_encoding
 
 __all__ = ["read_kitti_bin", "read_npy", "read_npz", "read_text"]
 
@@ -162,6 +162,8 @@ _AXIS_NAMES = (
 _DECIMAL_COMMA = re.compile(r"[+-]?\d*(?:,\d+)?(?:[eE][+-]?\d+)?")
 #: a comma that may be a thousands separator (``1,234``, not ``0,342`` nor ``1,5``)
 _THOUSANDS = re.compile(r"[+-]?[1-9]\d{0,2}(?:,\d{3})+")
+#: a value with thousands separators and a decimal point (``1,234.5``)
+_GROUPED = re.compile(r"[+-]?\d{1,3}(?:,\d{3})+\.\d*(?:[eE][+-]?\d+)?")
 #: a unit on its own in a header (``X [m] Y [m] Z [m]``)
 _UNIT = re.compile(r"[\[(].*[\])]")
 
@@ -216,6 +218,10 @@ def _commented_header(text: str) -> list[str] | None:
     return None
 
 
+class _Grouped(CorruptFileError):
+    """A first row whose values have thousands separators: an error, not a header."""
+
+
 def read_text(path: Path) -> np.ndarray:
     """``.xyz`` / ``.txt`` / ``.csv`` rows (commas, semicolons or whitespace between values;
     quoted values; ``#`` comments, whole lines or after the values; a UTF-8 byte-order mark)
@@ -225,24 +231,41 @@ def read_text(path: Path) -> np.ndarray:
     ``# x y z i``) those columns are x, y, z (a pandas index column, ``intensity,x,y,z``);
     otherwise the first three are. Values with a decimal comma (``-0,042 0,342 0,65``,
     ``1,5;2,5;3,5``) are read as such; a file whose every comma may as well be a thousands
-    separator (``1,234 2,345 3,456`` throughout) is refused. The values are kept in one flat
+    separator (``1,234 2,345 3,456`` throughout) is refused, and so is a value with thousands
+    separators and a decimal point (``1,234.5``: its commas would split it). Rows without a
+    comma before the first with decimal commas are read as they are (``1 2 3``, then
+    ``0,5 1,5 2,5``). The values are kept in one flat
     array as they are read (8 bytes each, whatever the line's length). Errors name the line."""
     comma_decimal = None  # decided on the first data line
     # with decimal commas: the first line whose every comma could be a thousands separator
     # (1,234), None before any, False once a value settles it (the file is then read)
     ambiguous: list = [None]
     width = 0  # values a row, set by the first data line
+    commas_seen = False  # a row read without decimal commas had a comma
+
+    def decimal_commas(words: list[str]) -> bool:
+        """Whether a row's blank-separated words are values with decimal commas."""
+        return len(words) > 1 and any("," in w for w in words) and all(
+            _DECIMAL_COMMA.fullmatch(w) and any(c.isdigit() for c in w) for w in words
+        )  # fmt: skip
 
     def parse(line: str, lineno: int) -> list[float]:
-        nonlocal comma_decimal
+        nonlocal comma_decimal, commas_seen
         line = line.replace('"', "")  # quoted values (pandas' QUOTE_ALL)
         if comma_decimal is None:
             words = line.replace(";", " ").split()
-            comma_decimal = ";" in line or (
-                len(words) > 1
-                and "," in line
-                and all(_DECIMAL_COMMA.fullmatch(w) and any(c.isdigit() for c in w) for w in words)
-            )
+            comma_decimal = ";" in line or decimal_commas(words)
+            grouped = [w for w in words if _GROUPED.fullmatch(w)]
+            if not comma_decimal and grouped:
+                raise _Grouped(path, (
+                    f"line {lineno}: {grouped[0]!r} has a thousands separator: commas would "
+                    "split it into two values; write the values without them (1234.5)"
+                ))  # fmt: skip
+        elif not comma_decimal and not commas_seen and "," in line:
+            words = line.replace(";", " ").split()
+            if decimal_commas(words) and len(words) == width:
+                comma_decimal = True  # the rows before had no comma: decimals from here on
+            commas_seen = True
         try:
             if comma_decimal:
                 if ambiguous[0] is not False:  # until one value settles it (0,342 or 1,5)
@@ -258,14 +281,17 @@ def read_text(path: Path) -> np.ndarray:
 
     values = array("d")
 
-    def add(row: list[float], lineno: int) -> None:
+    def add(row: list[float], lineno: int, line: str = "") -> None:
         nonlocal width
         if not width:
             width = len(row)
         elif len(row) != width:
-            raise CorruptFileError(
-                path, f"line {lineno}: {len(row)} values, where the rows before have {width}"
-            )
+            grouped = [w for w in line.replace(";", " ").split() if _GROUPED.fullmatch(w)]
+            raise CorruptFileError(path, (
+                f"line {lineno}: {len(row)} values, where the rows before have {width}"
+                + (" (a value with a thousands separator, "
+                   f"{grouped[0]!r}: write the values without them)" if grouped else "")
+            ))  # fmt: skip
         values.extend(row)
 
     header: list[str] | None = None
@@ -283,13 +309,17 @@ def read_text(path: Path) -> np.ndarray:
                 if not seen:  # the first line may be a header (column names)
                     seen = True
                     try:
-                        add(parse(text, lineno), lineno)
+                        add(parse(text, lineno), lineno, text)
+                    except _Grouped:
+                        raise
                     except CorruptFileError:  # the header
                         comma_decimal = None
                         header = _header_words(text.replace('"', ""))
                     continue
-                add(parse(text, lineno), lineno)
+                add(parse(text, lineno), lineno, text)
     except UnicodeDecodeError as exc:
+        with open(path, "rb") as handle:
+            check_text_encoding(path, handle.read(4))
         raise CorruptFileError(path, "not a text file (invalid UTF-8)") from exc
     if not seen:
         raise EmptyCloudError(path, "point cloud is empty (no data lines)")

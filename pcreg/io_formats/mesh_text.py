@@ -10,9 +10,10 @@ OFF without faces, as no vertices at all. Both formats are plain text, so they a
   counting back from the last vertex read, each corner ``v``, ``v/vt``, ``v/vt/vn`` or
   ``v//vn``; a polygon of k corners is fanned into k - 2 triangles. Every other statement
   (``vt``, ``vn``, ``o``, ``g``, ``usemtl``, ``l``, ...) is ignored.
-* OFF (also ``COFF``, ``NOFF``, ``CNOFF``, ``STOFF``): the header word, the counts (on its
-  line or the next), then the declared vertices and faces (``k i1 ... ik [colour]``). Fewer
-  lines than declared is a truncated file. Binary OFF is refused by name.
+* OFF (also ``COFF``, ``NOFF``, ``CNOFF``, ``STOFF``, and Geomview's ``nOFF`` of 3-D
+  vertices): the header word, the counts (on its line or the next), then the declared
+  vertices and faces (``k i1 ... ik [colour]``). Fewer lines than declared is a truncated
+  file. Binary OFF, 4-D OFF and UTF-16 text are refused by name.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from pcreg.errors import CorruptFileError
+from pcreg.io_formats._common import check_text_encoding
 
 __all__ = ["read_obj", "read_off"]
 
@@ -98,15 +100,20 @@ def _obj_faces(
     counts = np.fromiter((len(r.split()) for r in rows), np.int64, len(rows))
     text = re.sub(rb"/\S*", b"", b" ".join(rows))  # 'v/vt/vn' -> 'v'
     index = _numbers(text, np.int64)
-    if index.size != counts.sum() or re.search(rb"[^\s0-9+-]", text):
+    if index.size != counts.sum() or re.search(rb"[^\s0-9+-]|\d{19}", text):
         for row, lineno in zip(rows, lines, strict=True):  # name the line
             for word in row.split():
                 try:
-                    int(word.split(b"/", 1)[0])
+                    value = int(word.split(b"/", 1)[0])
                 except ValueError:
                     raise CorruptFileError(
                         path, f"line {lineno}: a face corner is not an index: {word!r}"
                     ) from None
+                if abs(value) >= 2**63:  # numpy had clamped it to 2**63 - 1
+                    raise CorruptFileError(path, (
+                        f"line {lineno}: a face refers to vertex {word.decode('latin-1')}, "
+                        "past any file's vertices: corrupt"
+                    ))  # fmt: skip
         raise CorruptFileError(path, "its faces are not indices: corrupt")  # pragma: no cover
     small = np.flatnonzero(counts < 3)
     if small.size:
@@ -191,6 +198,7 @@ def read_obj(path: Path, data: bytes) -> tuple[np.ndarray, np.ndarray]:
     """``(vertices (V, 3) float64, triangles (F, 3) int64)`` of an OBJ file's bytes: a
     regular file in bulk (:func:`_obj_fast`: 76 MB of a million vertices and two million
     triangles in about 3 s on a 2-core AMD EPYC), any other line by line."""
+    check_text_encoding(path, data)
     data = _plain(data)
     fast = _obj_fast(data)
     if fast is not None:
@@ -248,6 +256,7 @@ def read_obj(path: Path, data: bytes) -> tuple[np.ndarray, np.ndarray]:
 
 def read_off(path: Path, data: bytes) -> tuple[np.ndarray, np.ndarray]:
     """``(vertices (V, 3) float64, triangles (F, 3) int64)`` of an OFF file's bytes."""
+    check_text_encoding(path, data)
     content = _lines(data)
     first = next(content, None)
     if first is None or not first[1][0].upper().endswith(b"OFF"):
@@ -255,11 +264,28 @@ def read_off(path: Path, data: bytes) -> tuple[np.ndarray, np.ndarray]:
     head = first[1]
     if len(head) > 1 and head[1].upper() == b"BINARY":
         raise CorruptFileError(path, "binary OFF is not read (write it as text OFF, or PLY)")
-    counts = head[1:] if len(head) > 1 else next(content, (0, []))[1]  # 'OFF 8 6 12' or next
+    numbers = iter(head[1:])  # the counts may be on the header's line or the next ones
+
+    def number() -> int:
+        nonlocal numbers
+        for word in numbers:
+            return int(word)
+        numbers = iter(next(content, (0, []))[1])
+        return int(next(numbers))
+
+    keyword = head[0].decode("latin-1")
+    if "4" in keyword[:-3]:
+        raise CorruptFileError(path, (
+            f"{keyword}: homogeneous 4-D vertices are not read (write x y z as OFF)"
+        ))  # fmt: skip
     try:
-        nv, nf = int(counts[0]), int(counts[1])
-    except (IndexError, ValueError):
+        # Geomview's nOFF: the vertices' dimension comes first
+        dimension = number() if keyword.endswith("nOFF") else 3
+        nv, nf = number(), number()
+    except (StopIteration, ValueError):
         raise CorruptFileError(path, "not an OFF file (no vertex and face counts)") from None
+    if dimension != 3:
+        raise CorruptFileError(path, f"{keyword} of {dimension}-D vertices: only 3-D are read")
     if nv < 0 or nf < 0:
         raise CorruptFileError(path, f"OFF header declares {nv} vertices and {nf} faces: corrupt")
     rows: list[bytes] = []
