@@ -19,7 +19,8 @@ JSON_KEYS = {
     "time_s", "timings", "src", "ref", "rre_deg", "rte_m", "rmse_m", "inlier_ratio",
     "confidence", "fitness", "agreement", "hypothesis", "registered", "reason", "method_used",
     "units", "object", "scale", "score", "ambiguous_with", "mirror", "readings", "estimates",
-    "dropped_invalid", "read_as", "information", "covariance", "covariance_convention",
+    "dropped_invalid", "read_as", "information", "covariance", "covariance_convention", "right",
+    "right_criterion",
 }  # fmt: skip
 
 #: the verdict's reasons for refusing a pair (pcreg.registration.verdict)
@@ -60,6 +61,9 @@ def test_register_json_out_render_and_gt(tmp_path, capsys, pair_files):
     assert record["hypothesis"] == "" and 0.0 < record["confidence"] <= 1.0  # classical path
     assert record["rre_deg"] < 1.0 and record["rte_m"] < 0.03 and record["rmse_m"] < 0.2
     assert record["setting"] == "indoor" and record["icp"] is True
+    assert record["right"] is True and record["right_criterion"].startswith(
+        "RRE < 10 deg and RMSE <= 5% of the reference's diagonal against --gt"
+    )
     saved = np.loadtxt(tmp_path / "T.txt")
     assert np.allclose(saved, record["transform"], atol=1e-6)
     png = (tmp_path / "a.png").read_bytes()
@@ -70,6 +74,25 @@ def test_register_json_out_render_and_gt(tmp_path, capsys, pair_files):
     assert (tmp_path / "T.txt").read_bytes() == before
     assert main([*argv, "--force"]) == 0
     assert not [p for p in os.listdir(tmp_path) if p.startswith(".")]  # no temp files left
+
+
+def test_register_gt_says_whether_the_transform_is_right(tmp_path, capsys, pair_files):
+    """--gt said RRE, RTE and RMSE but not whether they keep the promise of `registered`."""
+    d = pair_files
+    gt = np.loadtxt(d / "gt.txt")
+    turned = np.eye(4)
+    turned[:3, :3] = [[0, -1, 0], [1, 0, 0], [0, 0, 1]]  # a truth 90 deg away
+    np.savetxt(tmp_path / "wrong.txt", turned @ gt)
+    argv = ["register", str(d / "src.ply"), str(d / "ref.ply"), "--method", "fpfh-ransac"]
+    assert main([*argv, "--gt", str(tmp_path / "wrong.txt")]) == 0
+    out = capsys.readouterr().out
+    assert "; WRONG (RRE < 10 deg and RMSE <= 5% of the reference's diagonal against --gt" in out
+    assert main([*argv, "--gt", str(d / "gt.txt"), "--json"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["right"] is True and record["rre_deg"] < 1.0
+    assert main([*argv, "--json"]) == 0  # no --gt: no verdict against it
+    record = json.loads(capsys.readouterr().out)
+    assert record["right"] is None and record["right_criterion"] is None
 
 
 def test_register_human_output_names_model_choice(capsys, pair_files, tiny_checkpoint):

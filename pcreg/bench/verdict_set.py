@@ -282,6 +282,7 @@ def label_candidates(case: VerdictCase, transforms: list[np.ndarray]) -> list[di
     """Per estimate: ``right`` (the module doc's criterion; always False without a truth) and
     its errors (NaN without a truth)."""
     from pcreg.geometry import pose_errors
+    from pcreg.registration.verdict import keeps_promise
 
     out = []
     diagonal = float(np.linalg.norm(np.ptp(case.ref, axis=0)))
@@ -290,10 +291,7 @@ def label_candidates(case: VerdictCase, transforms: list[np.ndarray]) -> list[di
             out.append({"right": False, "rre_deg": np.nan, "rte": np.nan, "rmse": np.nan})
             continue
         err = pose_errors(t, case.gt, case.src)
-        if case.street:
-            right = err["rre_deg"] < 2.0 and err["rte_m"] < 0.3
-        else:
-            right = err["rre_deg"] < 10.0 and err["rmse_m"] <= 0.05 * diagonal
+        right = keeps_promise(err, diagonal, street=case.street)
         out.append({"right": bool(right), "rre_deg": err["rre_deg"], "rte": err["rte_m"],
                     "rmse": err["rmse_m"]})  # fmt: skip
     return out

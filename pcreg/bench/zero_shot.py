@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from pcreg.geometry import pose_errors
+from pcreg.registration.verdict import keeps_promise
 
 __all__ = ["ZeroShotCase", "format_zero_shot_table", "run_zero_shot", "zero_shot_cases"]
 
@@ -179,10 +180,8 @@ def success(case: ZeroShotCase, transform: np.ndarray | None) -> bool:
     if transform is None or not np.isfinite(transform).all():
         return False
     err = pose_errors(transform, case.gt, case.src)
-    if case.kitti:
-        return err["rre_deg"] < 2.0 and err["rte_m"] < 0.3
     diagonal = float(np.linalg.norm(np.ptp(case.ref, axis=0)))
-    return err["rre_deg"] < 10.0 and err["rmse_m"] <= 0.05 * diagonal
+    return keeps_promise(err, diagonal, street=case.kitti)
 
 
 def _fpfh(voxel: float) -> Callable[[ZeroShotCase], np.ndarray]:

@@ -59,8 +59,10 @@ __all__ = [
     "family",
     "hypothesis_margin",
     "judge",
+    "keeps_promise",
     "load_verdict_model",
     "pose_distance",
+    "promise_text",
     "reading_densities",
     "scene_size",
 ]
@@ -77,6 +79,15 @@ DIFFERENT_DIAGONAL = 0.05
 #: surface samples of meshes whose faces join random far-apart vertices of the 3DMatch demo
 #: pair fit 0.92 / 0.82 both ways at contrast 0.06 and scored 0.59, registered 17-24 deg off
 MIN_CONTRAST = 0.2
+#: what ``registered`` promises (README, "What `registered` promises"): a rotation error
+#: under :data:`RIGHT_DEG` and an RMSE of the source's points within :data:`RIGHT_DIAGONAL`
+#: of the reference's bounding-box diagonal; for streets (the outdoor network),
+#: :data:`STREET_RIGHT_DEG` and an RTE under :data:`STREET_RIGHT_M` metres (the KITTI
+#: criterion). The verdict set's labels and the zero-shot benchmark's successes
+RIGHT_DEG = 10.0
+RIGHT_DIAGONAL = 0.05
+STREET_RIGHT_DEG = 2.0
+STREET_RIGHT_M = 0.3
 #: the measurements a candidate is scored on, in the model's order
 FEATURES = (
     "contrast",
@@ -274,6 +285,22 @@ def pose_distance(a: np.ndarray, b: np.ndarray, centre: np.ndarray) -> tuple[flo
     deg = float(np.degrees(np.arccos(np.clip(cos, -1.0, 1.0))))
     shift = float(np.linalg.norm((a[:3, :3] - b[:3, :3]) @ centre + a[:3, 3] - b[:3, 3]))
     return deg, shift
+
+
+def keeps_promise(errors: dict[str, float], diagonal: float, street: bool = False) -> bool:
+    """Whether an estimate's ``errors`` (``rre_deg``, ``rte_m``, ``rmse_m``: degrees and
+    metres, :func:`pcreg.geometry.pose_errors`) keep the promise of ``registered``; the
+    reference's bounding-box ``diagonal`` in metres; ``street``: the KITTI criterion."""
+    if street:
+        return errors["rre_deg"] < STREET_RIGHT_DEG and errors["rte_m"] < STREET_RIGHT_M
+    return errors["rre_deg"] < RIGHT_DEG and errors["rmse_m"] <= RIGHT_DIAGONAL * diagonal
+
+
+def promise_text(street: bool = False) -> str:
+    """:func:`keeps_promise`'s criterion in words."""
+    if street:
+        return f"RRE < {STREET_RIGHT_DEG:g} deg and RTE < {STREET_RIGHT_M:g} m (KITTI's)"
+    return f"RRE < {RIGHT_DEG:g} deg and RMSE <= {RIGHT_DIAGONAL:.0%} of the reference's diagonal"
 
 
 def family(features: dict[str, float]) -> str:
