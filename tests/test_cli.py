@@ -69,6 +69,8 @@ def test_the_demos_registered_is_pcregs_verdict_and_right_is_the_truths(tmp_path
     record = json.loads((tmp_path / "out/result.json").read_text())
     assert record["registered"] is False and record["reason"] == "refused for this test"
     assert record["right"] is True and record["rmse_m"] <= 0.2
+    # pcreg register's own default ran (its readings of the units; the network alone had none)
+    assert record["readings"][0]["units"] == "metres" and record["method_used"] == "geotransformer"
     assert "NOT registered; against the truth" in summary and "-> right" in summary
 
 

@@ -29,7 +29,8 @@ def add_parser(sub) -> None:
         "--method",
         choices=["auto", "geotransformer", "fpfh-ransac"],
         default="auto",
-        help="auto: the shipped model if present, else FPFH+RANSAC+ICP",
+        help="auto: what pcreg register runs by default (the shipped model under its search, its "
+        "fallbacks and one verdict) where the weights ship, else FPFH+RANSAC+ICP",
     )
     demo.add_argument(
         "--icp",
