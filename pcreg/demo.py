@@ -171,7 +171,7 @@ def run_demo(
     """Register the demo pair, write :data:`OUTPUTS` into ``out_dir`` and return a summary.
     ``source`` / ``method`` ``"auto"``: see :func:`resolve_defaults`."""
     from pcreg.api import register_points
-    from pcreg.registration.verdict import keeps_promise, promise_text
+    from pcreg.registration.verdict import against_truth
 
     source, method, icp = resolve_defaults(source, method, icp, model, shared_data)
     out = Path(out_dir)
@@ -184,14 +184,12 @@ def run_demo(
     err = result.errors(gt, src)
     # ``registered`` stays pcreg's own verdict (as in ``pcreg register --json``); ``right`` is
     # the check against the truth, by what ``registered`` promises (as ``register --gt``)
-    diagonal = float(np.linalg.norm(np.ptp(ref, axis=0)))
     record = {
         "pair": description,
         **result.to_dict(),
         "gt_transform": gt.tolist(),
         **err,
-        "right": keeps_promise(err, diagonal),
-        "right_criterion": promise_text() + " against gt_transform (what registered promises)",
+        **against_truth(result, gt, err, src, ref),
     }
     write_points(out / "src.ply", src, overwrite=force)
     write_points(out / "ref.ply", ref, overwrite=force)
@@ -252,6 +250,6 @@ def run_demo(
         f"{description}\nmethod: {label}\nT_ref_src =\n{matrix}\n"
         f"{'registered' if result.registered else 'NOT registered'}; against the truth: "
         f"{errors}, RMSE {format_length(err['rmse_m'])} -> "
-        f"{'right' if record['right'] else 'WRONG'} ({promise_text()}); "
+        f"{'right' if record['right'] else 'WRONG'} ({record['right_criterion']}); "
         f"{result.time_s:.2f} s\nwrote {', '.join(str(out / n) for n in OUTPUTS)}"
     )

@@ -39,13 +39,11 @@ KITTI = REPO.parent / "shared" / "train_data" / "kitti_seq00-07_semantickitti_mi
 def success(est: np.ndarray, gt: np.ndarray, src: np.ndarray, ref: np.ndarray, outdoor: bool):
     """The zero-shot benchmark's criterion: KITTI RRE < 2 deg and RTE < 0.3 m; else RRE < 10
     deg and RMSE <= 5 % of the reference's bounding-box diagonal."""
-    rot = est[:3, :3].T @ gt[:3, :3]
-    rre = np.degrees(np.arccos(np.clip((np.trace(rot) - 1) / 2, -1, 1)))
-    if outdoor:
-        return rre < 2 and np.linalg.norm(est[:3, 3] - gt[:3, 3]) < 0.3
-    diff = src @ (est[:3, :3] - gt[:3, :3]).T + (est[:3, 3] - gt[:3, 3])
-    rmse = np.sqrt((diff**2).sum(1).mean())
-    return rre < 10 and rmse <= 0.05 * np.linalg.norm(np.ptp(ref, axis=0))
+    from pcreg.geometry import pose_errors
+    from pcreg.registration.verdict import keeps_promise
+
+    diagonal = float(np.linalg.norm(np.ptp(ref, axis=0)))
+    return keeps_promise(pose_errors(est, gt, src), diagonal, street=outdoor)
 
 
 def local_optima(src, ref, gt, voxel, rng, n=3):

@@ -32,6 +32,7 @@ def main() -> None:
     import pcreg.registration.auto as auto
     from pcreg.geometry import pose_errors
     from pcreg.registration.mirror import mirrored
+    from pcreg.registration.verdict import keeps_promise
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", default="3000500-3000507", help="a range, e.g. 0-7")
@@ -48,8 +49,7 @@ def main() -> None:
 
         def right(res, src=src, gt=gt, diagonal=diagonal) -> bool:
             err = pose_errors(res.transform, gt, src)
-            close = err["rre_deg"] < 10 and err["rmse_m"] <= 0.05 * diagonal
-            return bool(res.registered and close)
+            return bool(res.registered and keeps_promise(err, diagonal))
 
         results = {}
         for on in (True, False):
@@ -103,6 +103,7 @@ def _compare_screen(lo: int, hi: int, per_room: int) -> None:
     import pcreg.registration.search as search
     from pcreg.geometry import pose_errors
     from pcreg.registration.mirror import MIRROR_RANK_RATIO, mirrored
+    from pcreg.registration.verdict import keeps_promise
 
     ranks: list[float] = []  # the last search's (source best, mirror best)
     scores = search.cube_hypothesis_scores
@@ -146,8 +147,7 @@ def _compare_screen(lo: int, hi: int, per_room: int) -> None:
                         right_ratios.append(ratio_of)
             if kind == "pair":
                 err = pose_errors(on.transform, gt, src)
-                right += bool(on.registered and err["rre_deg"] < 10
-                              and err["rmse_m"] <= 0.05 * diagonal)  # fmt: skip
+                right += bool(on.registered and keeps_promise(err, diagonal))
             if not same:
                 logger.info("%d %d %s: screened %s (%s), unscreened %s (%s)", seed, i,
                             kind, on.registered, on.reason[:60], off.registered,

@@ -95,6 +95,7 @@ def main() -> None:
     import pcreg
     from pcreg.geometry import pose_errors
     from pcreg.io import read_points
+    from pcreg.registration.verdict import keeps_promise
 
     print(pcreg.__file__, file=sys.stderr)  # which checkout ran
     rng = np.random.default_rng(20261127)
@@ -119,10 +120,7 @@ def main() -> None:
         answer = "registered" if result.registered else "not registered"
         if truth is not None and result.registered:
             err = pose_errors(result.transform, truth, src)
-            outdoor = result.setting == "outdoor"
-            right = err["rre_deg"] < (2.0 if outdoor else 10.0) and (
-                err["rte_m"] < 0.3 if outdoor else err["rmse_m"] <= 0.05 * _extent(ref)
-            )
+            right = keeps_promise(err, _extent(ref), street=result.setting == "outdoor")
             answer += ", right" if right else ", WRONG"
         elif truth is None and result.registered:
             answer += ", WRONG (no right answer)"

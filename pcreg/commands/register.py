@@ -115,8 +115,13 @@ def format_result(record: dict, auto: bool = False) -> str:
         lines.append(  # the record's _m keys are metres, printed in a readable unit
             f"vs ground truth: RRE {record['rre_deg']:.3f} deg, RTE "
             f"{format_length(record['rte_m'], 4)}, RMSE {format_length(record['rmse_m'], 4)}, "
-            f"inlier ratio {record['inlier_ratio']:.3f}; "
-            f"{'right' if record['right'] else 'WRONG'} ({record['right_criterion']})"
+            f"inlier ratio {record['inlier_ratio']:.3f}"
+            + (
+                ""
+                if record.get("right") is None
+                else f"; {'right' if record['right'] else 'WRONG'}: by the promise of "
+                f"registered, {record['right_criterion']}"
+            )
         )
         rmse = record.get("rmse_m")
         if rmse is not None and record["rte_m"] > 100 * max(rmse, 1e-9):  # georeferenced
@@ -125,22 +130,6 @@ def format_result(record: dict, auto: bool = False) -> str:
                 "far from these clouds: RMSE is the error at their points)"
             )
     return "\n".join(lines)
-
-
-def _right(record: dict, result, ref) -> dict:
-    """``right``: whether the transform keeps the promise of ``registered`` against ``--gt``
-    (:func:`~pcreg.registration.verdict.keeps_promise`: the reference's diagonal in metres,
-    streets by the KITTI criterion), and ``right_criterion`` in words."""
-    import numpy as np
-
-    from pcreg.registration.verdict import keeps_promise, promise_text
-
-    street = result.setting == "outdoor" and not result.object
-    diagonal = float(np.linalg.norm(np.ptp(ref, axis=0))) * result.metres_per_unit
-    return {
-        "right": keeps_promise(record, diagonal, street=street),
-        "right_criterion": promise_text(street) + " against --gt (what registered promises)",
-    }
 
 
 def _rival(record: dict) -> list[str]:
@@ -154,6 +143,7 @@ def _rival(record: dict) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     from pcreg.api import register_points
     from pcreg.io import read_points, read_transform, write_transform
+    from pcreg.registration.verdict import against_truth
 
     model_file = args.model if args.model and Path(args.model).is_file() else None
     check_outputs([args.out, args.render, args.report], args.force,
@@ -190,7 +180,7 @@ def run(args: argparse.Namespace) -> int:
     record.update(right=None, right_criterion=None)
     if gt is not None:
         record.update(result.errors(gt, src))
-        record.update(_right(record, result, ref))
+        record.update(against_truth(result, gt, record, src, ref))
     # the pose's uncertainty (pcreg.registration.information): in --json, where registered
     record.update(information=None, covariance=None, covariance_convention=None)
     if args.json and result.registered:

@@ -114,6 +114,41 @@ def test_a_chance_fit_never_registers_whatever_its_score():
     assert V.MIN_CONTRAST == 0.2
 
 
+def test_the_promise_of_registered_and_its_boundaries():
+    err = {"rre_deg": 9.99, "rte_m": 5.0, "rmse_m": 0.5}
+    assert V.keeps_promise(err, diagonal=10.0)  # RMSE 0.5 <= 5 % of 10
+    assert not V.keeps_promise({**err, "rre_deg": 10.0}, diagonal=10.0)
+    assert not V.keeps_promise({**err, "rmse_m": 0.51}, diagonal=10.0)
+    street = {"rre_deg": 1.99, "rte_m": 0.29, "rmse_m": 9.0}
+    assert V.keeps_promise(street, 1.0, street=True)
+    assert not V.keeps_promise({**street, "rre_deg": 2.0}, 1.0, street=True)
+    assert not V.keeps_promise({**street, "rte_m": 0.3}, 1.0, street=True)
+    assert V.keeps_promise({**street, "rte_m": 700.0}, 1.0, street=True, shift=0.1)
+
+
+def test_a_georeferenced_street_is_judged_at_its_points_not_at_the_origin():
+    """An 80 m scan at UTM-like coordinates, registered 0.01 deg off about its centre: RTE at
+    the origin reads 738 m, so the KITTI rule said WRONG; the source's centre moved 4 mm."""
+    rng = np.random.default_rng(0)
+    src = rng.uniform(-40, 40, (2000, 3)) + np.array([500_000.0, 4_200_000.0, 50.0])
+    turn = np.eye(4)
+    turn[:3, :3] = Rotation.from_euler("z", 0.01, degrees=True).as_matrix()
+    centre = src.mean(axis=0)
+    turn[:3, 3] = centre - turn[:3, :3] @ centre  # about the source's centre
+    result = _cand(turn, 0.9).result
+    result.setting = "outdoor"
+    errors = {**result.errors(np.eye(4), src)}
+    assert errors["rte_m"] > 700 and errors["rmse_m"] < 0.01
+    judged = V.against_truth(result, np.eye(4), errors, src, src)
+    assert judged["right"] is True and "source's centre within 0.3 m" in judged["right_criterion"]
+    result.setting = "indoor"  # the room rule: RMSE against 5 % of the 113 m diagonal
+    judged = V.against_truth(result, np.eye(4), errors, src, src)
+    assert (
+        judged["right"] is True
+        and "m (5% of the reference's diagonal)" in judged["right_criterion"]
+    )
+
+
 def test_pose_distance():
     deg, shift = V.pose_distance(np.eye(4), _turned(30), np.array([1.0, 0, 0]))
     assert deg == pytest.approx(30.0)
