@@ -197,6 +197,10 @@ def test_an_obj_or_off_without_faces_gives_its_vertices(tmp_path):
             "v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 99999999999999999999\n",
             "line 4: a face refers to vertex 99999999999999999999, past any file's vertices",
         ),
+        (  # 19 digits within int64: 'its faces are not indices' (the review)
+            "v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 1000000000000000000\n",
+            "line 4: a face refers to vertex 1000000000000000000, and the file defines 3",
+        ),
     ],
 )
 def test_a_broken_obj_names_its_line(tmp_path, text, said):
@@ -236,12 +240,15 @@ def test_off_of_geomview_kinds_and_utf16_text(tmp_path):
         np.testing.assert_array_equal(v, [[0, 0, 0], [1, 0, 0], [0, 1, 0]])
         np.testing.assert_array_equal(t, [[0, 1, 2]])
     (tmp_path / "2.off").write_text("nOFF 2\n3 1 0\n0 0\n1 0\n0 1\n3 0 1 2\n")
+    # a count line without the face count: its next line, a vertex, was read as counts
+    (tmp_path / "c.off").write_text("OFF\n3\n" + tri)
     (tmp_path / "4.off").write_text("4OFF\n3 1 0\n0 0 0 1\n1 0 0 1\n0 1 0 1\n3 0 1 2\n")
     (tmp_path / "u.off").write_bytes(("OFF 3 1 0\n" + tri).encode("utf-16"))
     (tmp_path / "u.obj").write_bytes("v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 3\n".encode("utf-16"))
     (tmp_path / "u.xyz").write_bytes("1 2 3\n4 5 6\n".encode("utf-16"))
     for name, said in [
         ("2.off", "nOFF of 2-D vertices: only 3-D are read"),
+        ("c.off", "line 2: the vertex count without the face count"),
         ("4.off", "4OFF: homogeneous 4-D vertices are not read"),
         ("u.off", "UTF-16 text: save it as UTF-8"),
         ("u.obj", "UTF-16 text: save it as UTF-8"),

@@ -101,6 +101,7 @@ def _obj_faces(
     text = re.sub(rb"/\S*", b"", b" ".join(rows))  # 'v/vt/vn' -> 'v'
     index = _numbers(text, np.int64)
     if index.size != counts.sum() or re.search(rb"[^\s0-9+-]|\d{19}", text):
+        index = np.zeros(0, np.int64)
         for row, lineno in zip(rows, lines, strict=True):  # name the line
             for word in row.split():
                 try:
@@ -114,7 +115,8 @@ def _obj_faces(
                         f"line {lineno}: a face refers to vertex {word.decode('latin-1')}, "
                         "past any file's vertices: corrupt"
                     ))  # fmt: skip
-        raise CorruptFileError(path, "its faces are not indices: corrupt")  # pragma: no cover
+        # every corner an index within int64 (19 digits, say): parsed one by one
+        index = np.array([int(w.split(b"/", 1)[0]) for r in rows for w in r.split()], np.int64)
     small = np.flatnonzero(counts < 3)
     if small.size:
         raise CorruptFileError(path, f"line {lines[small[0]]}: a face needs 3 corners or more")
@@ -265,12 +267,14 @@ def read_off(path: Path, data: bytes) -> tuple[np.ndarray, np.ndarray]:
     if len(head) > 1 and head[1].upper() == b"BINARY":
         raise CorruptFileError(path, "binary OFF is not read (write it as text OFF, or PLY)")
     numbers = iter(head[1:])  # the counts may be on the header's line or the next ones
+    last = first[0]  # the line the last number came from
 
     def number() -> int:
-        nonlocal numbers
+        nonlocal numbers, last
         for word in numbers:
             return int(word)
-        numbers = iter(next(content, (0, []))[1])
+        last, words = next(content, (last, []))
+        numbers = iter(words)
         return int(next(numbers))
 
     keyword = head[0].decode("latin-1")
@@ -279,11 +283,17 @@ def read_off(path: Path, data: bytes) -> tuple[np.ndarray, np.ndarray]:
             f"{keyword}: homogeneous 4-D vertices are not read (write x y z as OFF)"
         ))  # fmt: skip
     try:
-        # Geomview's nOFF: the vertices' dimension comes first
+        # Geomview's nOFF: the vertices' dimension comes first, on its own line or not
         dimension = number() if keyword.endswith("nOFF") else 3
-        nv, nf = number(), number()
+        nv = number()
+        counts_line = last
+        nf = number()
     except (StopIteration, ValueError):
         raise CorruptFileError(path, "not an OFF file (no vertex and face counts)") from None
+    if last != counts_line:  # 'OFF\n3\n0 0 0': a vertex row read as the face count
+        raise CorruptFileError(path, (
+            f"line {counts_line}: the vertex count without the face count: not an OFF file"
+        ))  # fmt: skip
     if dimension != 3:
         raise CorruptFileError(path, f"{keyword} of {dimension}-D vertices: only 3-D are read")
     if nv < 0 or nf < 0:
