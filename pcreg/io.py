@@ -86,7 +86,8 @@ from pcreg.io_formats._common import (
     check_file,
     check_suffix,
 )
-from pcreg.io_formats.arrays import read_kitti_bin, read_npy, read_npz, read_text
+from pcreg.io_formats.arrays import read_kitti_bin, read_npy, read_npz
+from pcreg.io_formats.text import read_text
 from pcreg.io_formats.transform import (
     MAX_TRANSLATION,
     RIGID_ATOL,

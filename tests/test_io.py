@@ -442,13 +442,21 @@ def test_a_text_header_picks_the_named_columns(tmp_path, cloud, header, row):
         # every row read as 6 columns (x = 1, y = 234.5, z = 2) before, exit 0
         (
             "1,234.5 2,345.6 3,456.7\n1,234.5 2,345.6 4,456.7\n",
-            "line 1: '1,234.5' has a thousands separator: commas would split it",
+            "line 1: '1,234.5' mixes decimal points and decimal commas .* thousands separator",
         ),
-        (
-            "1 2 3\n2,345.6 1 2\n",
-            r"line 2: 4 values, where the rows before have 3 \(a value with a thousands "
-            "separator, '2,345.6'",
-        ),
+        ("1 2 3\n2,345.6 1 2\n", "line 2: '2,345.6' mixes decimal points and decimal commas"),
+        # hostile runs: each read wrong with exit 0 before
+        ('"1,234.5","2","3"\n"1,5","2","3"\n', "line 1: '1,234.5' mixes decimal points"),
+        ("1.234,5 2,5 3,5\n4,5 5,5 6,5\n", "line 1: '1.234,5' mixes decimal points"),
+        ("1.234,5;2,5;3,5\n4,5;5,5;6,5\n", "line 1: '1.234,5' mixes decimal points"),
+        ("0,5 1.5 2,5\n1,5 2.5 3,5\n", "line 1: '1.5' mixes decimal points"),
+        ("1,2,,4\n5,6,,8\n", "line 1: '1,2,,4': an empty value between commas"),
+        ("1;2;;4\n5;6;;8\n", "line 1: '1;2;;4': an empty value between semicolons"),
+        ("1.5.0 2 3\n4 5 6\n", "line 1: non-numeric value"),  # was dropped as a header
+        ("0x10 2 3\n4 5 6\n", "line 1: non-numeric value"),
+        ("1_000 2 3\n4 5 6\n", "line 1: '1_000': an underscore in a number"),
+        (",5 ,25 ,125\n", "line 1: ',5 ,25 ,125' starts with a comma: an empty first value"),
+        ("1 2 3\n0,5 1.5 2,5\n", "line 2: '1.5' mixes decimal points"),
     ],
 )
 def test_a_text_header_that_leaves_the_coordinates_unclear_is_refused(tmp_path, text, said):
@@ -479,6 +487,37 @@ def test_a_bin_of_other_records_is_refused_and_nuscenes_is_read(tmp_path, cloud)
         io.read_points(tmp_path / "cut.pcd.bin")
 
 
+@pytest.mark.parametrize(
+    ("text", "points"),
+    [
+        # a comma-separated row is one word, not a thousands separator (refused in between)
+        ("100,200,300.5\n101,201,301.5\n", [[100, 200, 300.5], [101, 201, 301.5]]),
+        ("1 ,2 ,3\n4 ,5 ,6\n", [[1, 2, 3], [4, 5, 6]]),  # read 0.2, 0.3 and 0.5, 0.6
+        ('"1,5","2,5","3,5"\n"1","2","3"\n', [[1.5, 2.5, 3.5], [1, 2, 3]]),  # 6 columns
+        ('"x";"y";"z"\n"1,5";"2,5";"3,5"\n', [[1.5, 2.5, 3.5]]),
+        ("x,y,T (\u00b0C)\n1,2,3\n", None),  # refused: a header names no z
+        ("1.5;2.5;3.5\n4,5;5;6\n", [[1.5, 2.5, 3.5], [4.5, 5, 6]]),
+    ],
+)
+def test_text_rows_as_writers_write_them(tmp_path, text, points):
+    (tmp_path / "c.csv").write_text(text)
+    if points is None:
+        with pytest.raises(CorruptFileError, match="names no column z"):
+            io.read_points(tmp_path / "c.csv")
+        return
+    np.testing.assert_array_equal(io.read_points(tmp_path / "c.csv"), points)
+
+
+def test_a_latin1_header_and_utf16_without_a_mark(tmp_path):
+    """'T (\u00b0C)' in Latin-1 was 'not a text file (invalid UTF-8)'; UTF-16 without a
+    byte-order mark read as non-numeric values."""
+    (tmp_path / "l.xyz").write_bytes("x y z T (\u00b0C)\n1 2 3 20\n".encode("latin-1"))
+    np.testing.assert_array_equal(io.read_points(tmp_path / "l.xyz"), [[1, 2, 3]])
+    (tmp_path / "u.xyz").write_bytes("1 2 3\n4 5 6\n".encode("utf-16-le"))
+    with pytest.raises(CorruptFileError, match="NUL bytes: UTF-16 or UTF-32 text"):
+        io.read_points(tmp_path / "u.xyz")
+
+
 def test_decimal_commas_after_rows_without_a_comma_are_decimals(tmp_path):
     """The mode was decided on the first row: '1 2 3' then '0,5 1,5 2,5' was refused as a row
     of 6 values."""
@@ -488,6 +527,9 @@ def test_decimal_commas_after_rows_without_a_comma_are_decimals(tmp_path):
     )
     (tmp_path / "c.csv").write_text("1,2,3\n4,5,6\n")  # a comma-separated file stays one
     np.testing.assert_array_equal(io.read_points(tmp_path / "c.csv"), [[1, 2, 3], [4, 5, 6]])
+    (tmp_path / "d.csv").write_text("1,2,3\n0,5 1,5 2,5\n")  # a comma before: no switch
+    with pytest.raises(CorruptFileError, match="line 2: 6 values, where the rows before have 3"):
+        io.read_points(tmp_path / "d.csv")
 
 
 def test_decimal_commas_of_three_digits_are_settled_by_the_rest_of_the_file(tmp_path):

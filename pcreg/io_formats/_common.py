@@ -48,6 +48,10 @@ def check_text_encoding(path: Path, data: bytes) -> None:
                       (b"\xff\xfe", "UTF-16"), (b"\xfe\xff", "UTF-16")):  # fmt: skip
         if data.startswith(bom):
             raise CorruptFileError(path, f"{name} text: save it as UTF-8 (or ASCII)")
+    if b"\x00" in data[:4096]:  # no byte-order mark: text never holds NUL bytes
+        raise CorruptFileError(
+            path, "NUL bytes: UTF-16 or UTF-32 text, or not text; save it as UTF-8 (or ASCII)"
+        )
 
 
 def _one_line(text: object, limit: int = 200) -> str:
