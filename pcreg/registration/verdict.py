@@ -423,7 +423,8 @@ def _judge(candidates, model, centre, diagonal) -> Verdict:
         value, limit = apart(contrast, MIN_CONTRAST)
         return Verdict(best, False, (
             f"no estimate is a distinct fit (the best one's contrast {value} < {limit}: it "
-            "fits about as well when moved, as noise or clouds that fill a volume do)"
+            "fits about as well when moved a few voxels): the clouds may be unrelated, not "
+            "overlap, or be noise or fill a volume"
         ), None, candidates)  # fmt: skip
     threshold = model.threshold_for(best.features)
     if not (np.isfinite(best.score) and best.score >= threshold):
