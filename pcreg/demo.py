@@ -171,7 +171,6 @@ def run_demo(
     """Register the demo pair, write :data:`OUTPUTS` into ``out_dir`` and return a summary.
     ``source`` / ``method`` ``"auto"``: see :func:`resolve_defaults`."""
     from pcreg.api import register_points
-    from pcreg.registration.verdict import against_truth
 
     source, method, icp = resolve_defaults(source, method, icp, model, shared_data)
     out = Path(out_dir)
@@ -181,7 +180,7 @@ def run_demo(
     src, ref, gt, description = demo_pair(source, shared_data)
     logger.info("demo pair: %s (%d source, %d reference points)", description, len(src), len(ref))
     result = register_points(src, ref, model, method=method, icp=icp)
-    err = result.errors(gt, src)
+    err = result.against(gt, src, ref)
     # ``registered`` stays pcreg's own verdict (as in ``pcreg register --json``); ``right`` is
     # the check against the truth, by what ``registered`` promises (as ``register --gt``)
     record = {
@@ -189,7 +188,6 @@ def run_demo(
         **result.to_dict(),
         "gt_transform": gt.tolist(),
         **err,
-        **against_truth(result, gt, err, src, ref),
     }
     write_points(out / "src.ply", src, overwrite=force)
     write_points(out / "ref.ply", ref, overwrite=force)
@@ -250,6 +248,6 @@ def run_demo(
         f"{description}\nmethod: {label}\nT_ref_src =\n{matrix}\n"
         f"{'registered' if result.registered else 'NOT registered'}; against the truth: "
         f"{errors}, RMSE {format_length(err['rmse_m'])} -> "
-        f"{'right' if record['right'] else 'WRONG'} ({record['right_criterion']}); "
+        f"{'right' if record['right'] else 'WRONG'}: {record['right_criterion']}; "
         f"{result.time_s:.2f} s\nwrote {', '.join(str(out / n) for n in OUTPUTS)}"
     )

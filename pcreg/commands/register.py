@@ -119,8 +119,7 @@ def format_result(record: dict, auto: bool = False) -> str:
             + (
                 ""
                 if record.get("right") is None
-                else f"; {'right' if record['right'] else 'WRONG'}: by the promise of "
-                f"registered, {record['right_criterion']}"
+                else f"; {'right' if record['right'] else 'WRONG'}: {record['right_criterion']}"
             )
         )
         rmse = record.get("rmse_m")
@@ -143,7 +142,6 @@ def _rival(record: dict) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     from pcreg.api import register_points
     from pcreg.io import read_points, read_transform, write_transform
-    from pcreg.registration.verdict import against_truth
 
     model_file = args.model if args.model and Path(args.model).is_file() else None
     check_outputs([args.out, args.render, args.report], args.force,
@@ -179,8 +177,7 @@ def run(args: argparse.Namespace) -> int:
     record.update(rre_deg=None, rte_m=None, rmse_m=None, inlier_ratio=None)
     record.update(right=None, right_criterion=None)
     if gt is not None:
-        record.update(result.errors(gt, src))
-        record.update(against_truth(result, gt, record, src, ref))
+        record.update(result.against(gt, src, ref))
     # the pose's uncertainty (pcreg.registration.information): in --json, where registered
     record.update(information=None, covariance=None, covariance_convention=None)
     if args.json and result.registered:

@@ -89,8 +89,11 @@ def run(args: argparse.Namespace) -> int:
             ref,
             given,  # without --transform: one panel, the clouds as given
             names=(args.src.name, args.ref.name),
-            title=f"{args.src.name} -> {args.ref.name}"
-            + (f" moved by {args.transform.name}" if given is not None else ""),
+            title=(
+                f"{args.src.name} moved by {args.transform.name} onto {args.ref.name}"
+                if given is not None
+                else f"{args.src.name} and {args.ref.name} as given"
+            ),
             overwrite=args.force,
         )
         logger.info("wrote %s", args.render)

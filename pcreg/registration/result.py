@@ -208,6 +208,21 @@ class RegistrationResult:
             out["inlier_ratio"] = float(np.mean(dist < self.inlier_radius))
         return out
 
+    def against(
+        self, gt_transform: np.ndarray, src_points: np.ndarray, ref_points: np.ndarray
+    ) -> dict[str, Any]:
+        """:meth:`errors` against ``gt_transform (4, 4)`` and whether they keep the promise of
+        ``registered`` (``right``, and ``right_criterion``: each condition with its value;
+        :func:`~pcreg.registration.verdict.against_truth`), from the source ``(N, 3)`` and
+        reference ``(M, 3)`` in the input's units: what ``pcreg register --gt --json`` adds."""
+        from pcreg.registration.verdict import against_truth
+
+        src = np.asarray(src_points, np.float64).reshape(-1, 3)
+        ref = np.asarray(ref_points, np.float64).reshape(-1, 3)
+        errors = self.errors(gt_transform, src)
+        return {**errors, **against_truth(self, np.asarray(gt_transform, np.float64), errors,
+                                          src, ref)}  # fmt: skip
+
     def uncertainty(self, src_points: np.ndarray, ref_points: np.ndarray) -> dict[str, Any]:
         """The estimate's 6x6 ``information`` and calibrated ``covariance`` (rotation in
         radians, then translation in the input's units, a motion of the source frame; see

@@ -312,29 +312,56 @@ def against_truth(
 ) -> dict[str, object]:
     """``right`` (:func:`keeps_promise` of ``result``'s ``errors`` against ``gt (4, 4)``, both
     clouds ``(N, 3)`` in the input's units; streets: the outdoor setting, not an object, their
-    translation error at the source's centre) and ``right_criterion`` in words: what ``pcreg
-    register --gt`` and the demo report."""
+    translation error at the source's centre) and ``right_criterion``, each condition with its
+    value and whether it holds (:func:`promise_text`): what ``pcreg register --gt``, the demo
+    and :meth:`~pcreg.registration.result.RegistrationResult.against` report. Also for a
+    refused pair's best estimate: whether it would have been right."""
     street = result.setting == "outdoor" and not result.object
     metres = result.metres_per_unit
     diagonal = float(np.linalg.norm(np.ptp(ref, axis=0))) * metres
     shift = pose_distance(result.transform, gt, np.asarray(src).mean(axis=0))[1] * metres
     return {
         "right": keeps_promise(errors, diagonal, street, shift),
-        "right_criterion": promise_text(street, diagonal),
+        "right_criterion": promise_text(street, diagonal, errors, shift),
     }
 
 
-def promise_text(street: bool = False, diagonal: float | None = None) -> str:
+def promise_text(
+    street: bool = False,
+    diagonal: float | None = None,
+    errors: dict[str, float] | None = None,
+    shift: float | None = None,
+) -> str:
     """:func:`keeps_promise`'s criterion in words; with the reference's ``diagonal``
-    (metres), the RMSE's limit in metres."""
-    if street:
-        return (
-            f"RRE < {STREET_RIGHT_DEG:g} deg and the source's centre within "
-            f"{STREET_RIGHT_M:g} m (KITTI's)"
-        )
+    (metres), the RMSE's limit in metres; with ``errors`` (and a street's ``shift``), each
+    condition's value and whether it holds: ``RRE 29.68 deg < 10 deg: no; RMSE 0.8076 m <=
+    0.2226 m (5% of the reference's diagonal): no``."""
     share = f"{RIGHT_DIAGONAL:.0%} of the reference's diagonal"
-    limit = share if diagonal is None else f"{RIGHT_DIAGONAL * diagonal:.4g} m ({share})"
-    return f"RRE < {RIGHT_DEG:g} deg and RMSE <= {limit}"
+    if street:
+        conditions = [
+            ("RRE", "rre_deg", " deg", "<", STREET_RIGHT_DEG, ""),
+            ("the source's centre moved", "shift", " m", "<", STREET_RIGHT_M, " (KITTI's RTE)"),
+        ]
+    else:
+        limit = None if diagonal is None else RIGHT_DIAGONAL * diagonal
+        conditions = [
+            ("RRE", "rre_deg", " deg", "<", RIGHT_DEG, ""),
+            ("RMSE", "rmse_m", " m", "<=", limit, f" ({share})" if limit is not None else ""),
+        ]
+    values = dict(errors or {})
+    if shift is not None:
+        values["shift"] = shift
+    elif "rte_m" in values:
+        values["shift"] = values["rte_m"]
+    parts = []
+    for name, key, unit, op, limit, note in conditions:
+        bound = share if limit is None else f"{limit:.4g}{unit}{note}"
+        if key in values and values[key] is not None:
+            holds = values[key] < limit if op == "<" else values[key] <= limit
+            parts.append(f"{name} {values[key]:.4g}{unit} {op} {bound}: {'yes' if holds else 'no'}")
+        else:
+            parts.append(f"{name} {op} {bound}")
+    return "; ".join(parts) if errors else " and ".join(parts)
 
 
 def family(features: dict[str, float]) -> str:
@@ -422,9 +449,9 @@ def _judge(candidates, model, centre, diagonal) -> Verdict:
     if contrast < MIN_CONTRAST:
         value, limit = apart(contrast, MIN_CONTRAST)
         return Verdict(best, False, (
-            f"no estimate is a distinct fit (the best one's contrast {value} < {limit}: it "
-            "fits about as well when moved a few voxels): the clouds may be unrelated, not "
-            "overlap, or be noise or fill a volume"
+            "no estimate is a distinct fit: the clouds may be unrelated, not overlap, or be "
+            f"noise (the best estimate fits about as well when moved a few voxels: contrast "
+            f"{value} < {limit})"
         ), None, candidates)  # fmt: skip
     threshold = model.threshold_for(best.features)
     if not (np.isfinite(best.score) and best.score >= threshold):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -109,7 +110,9 @@ def test_a_chance_fit_never_registers_whatever_its_score():
         c.features["fitness"] = 0.95
     out = V.judge([chance], by_fitness, CENTRE, DIAGONAL)
     assert out.best is chance and chance.score > 0.98 and not out.registered
-    assert out.reason.startswith("no estimate is a distinct fit (the best one's contrast 0.06 <")
+    assert out.reason.startswith("no estimate is a distinct fit: the clouds may be unrelated")
+    assert out.reason.endswith("(the best estimate fits about as well when moved a few voxels: "
+                               "contrast 0.06 < 0.20)")  # fmt: skip
     assert V.judge([sharp], by_fitness, CENTRE, DIAGONAL).registered
     assert V.MIN_CONTRAST == 0.2
 
@@ -140,13 +143,27 @@ def test_a_georeferenced_street_is_judged_at_its_points_not_at_the_origin():
     errors = {**result.errors(np.eye(4), src)}
     assert errors["rte_m"] > 700 and errors["rmse_m"] < 0.01
     judged = V.against_truth(result, np.eye(4), errors, src, src)
-    assert judged["right"] is True and "source's centre within 0.3 m" in judged["right_criterion"]
+    assert judged["right"] is True
+    assert re.fullmatch(r"RRE 0.01 deg < 2 deg: yes; the source's centre moved \S+ m < 0.3 m "
+                        r"\(KITTI's RTE\): yes", judged["right_criterion"])  # fmt: skip
     result.setting = "indoor"  # the room rule: RMSE against 5 % of the 113 m diagonal
     judged = V.against_truth(result, np.eye(4), errors, src, src)
     assert (
         judged["right"] is True
-        and "m (5% of the reference's diagonal)" in judged["right_criterion"]
+        and judged["right_criterion"].endswith(" m (5% of the reference's diagonal): yes")
+        and V.promise_text() == "RRE < 10 deg and RMSE <= 5% of the reference's diagonal"
     )
+
+
+def test_a_result_against_its_truth_in_python():
+    """What register --gt --json adds, from Python: the errors, right and each condition."""
+    rng = np.random.default_rng(1)
+    src = rng.uniform(0, 4, (500, 3))
+    result = _cand(_turned(30), 0.9).result  # 30 deg from the truth (the identity)
+    out = result.against(np.eye(4), src, src)
+    assert out["right"] is False and out["rre_deg"] == pytest.approx(30.0)
+    assert out["right_criterion"].startswith("RRE 30 deg < 10 deg: no; RMSE ")
+    assert result.against(_turned(30), src, src)["right"] is True
 
 
 def test_pose_distance():
