@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["apart", "size_text", "sizes_apart"]
+__all__ = ["apart", "format_length", "size_text", "sizes_apart"]
 
 #: the most decimals :func:`apart` adds before it falls back to ``repr``
 MOST_DIGITS = 6
@@ -62,3 +62,21 @@ def sizes_apart(need: float, cap: float) -> tuple[str, str]:
             return pair
     up, down = (math.ceil, math.floor) if need >= cap else (math.floor, math.ceil)
     return f"{up(need)} bytes", f"{down(cap)} bytes"  # a fraction of a byte over: still apart
+
+
+def format_length(metres: float, digits: int = 3) -> str:
+    """``metres`` with the unit a person reads: ``0.0042 -> "4.2 mm"``, ``0.123 -> "12.3 cm"``,
+    ``3.5 -> "3.5 m"``, ``1886939.8 -> "1887 km"``; ``digits`` significant digits at most (the
+    integer part is kept whole). Non-finite values read ``"inf m"`` / ``"nan m"``."""
+    if not math.isfinite(metres):
+        return f"{metres} m"
+    size = abs(metres)
+    units = ((1e3, "mm", 0.01), (1e2, "cm", 1.0), (1.0, "m", 1e3), (1e-3, "km", math.inf))
+    scale, unit = next((scale, unit) for scale, unit, below in units if size < below)
+    value = metres * scale
+    whole = len(str(int(abs(value)))) if abs(value) >= 1 else 1
+    decimals = max(0, digits - whole)
+    text = f"{value:.{decimals}f}"
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return f"{text} {unit}"

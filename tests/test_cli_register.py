@@ -62,7 +62,7 @@ def test_register_json_out_render_and_gt(tmp_path, capsys, pair_files):
     assert record["rre_deg"] < 1.0 and record["rte_m"] < 0.03 and record["rmse_m"] < 0.2
     assert record["setting"] == "indoor" and record["icp"] is True
     assert record["right"] is True and record["right_criterion"].startswith("RRE 0.")
-    assert record["right_criterion"].endswith(" m (5% of the reference's diagonal): yes")
+    assert record["right_criterion"].endswith(" (5% of the reference's diagonal): yes")
     saved = np.loadtxt(tmp_path / "T.txt")
     assert np.allclose(saved, record["transform"], atol=1e-6)
     png = (tmp_path / "a.png").read_bytes()
@@ -86,7 +86,7 @@ def test_register_gt_says_whether_the_transform_is_right(tmp_path, capsys, pair_
     assert main([*argv, "--gt", str(tmp_path / "wrong.txt")]) == 0
     out = capsys.readouterr().out
     assert "; WRONG: RRE 9" in out and " deg < 10 deg: no; RMSE " in out  # what failed
-    assert " m (5% of the reference's diagonal): no" in out
+    assert " (5% of the reference's diagonal): no" in out
     assert main([*argv, "--gt", str(d / "gt.txt"), "--json"]) == 0
     record = json.loads(capsys.readouterr().out)
     assert record["right"] is True and record["rre_deg"] < 1.0

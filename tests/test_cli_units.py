@@ -82,6 +82,8 @@ def test_text_and_picture_print_millimetres(bunny_mm, capsys, tmp_path, monkeypa
     text = capsys.readouterr().out
     assert "units read as millimetres (an object" in text
     line = next(ln for ln in text.splitlines() if ln.startswith("vs ground truth"))
+    line, judged = line.split("; ", 1)  # the errors, then whether they keep the promise
+    assert judged.startswith("right: RRE "), judged
     errors = _lengths(line)
     assert [u for _, u in errors] == ["mm", "mm"] and all(v < 1.0 for v, _ in errors), line
     assert (tmp_path / "a.png").stat().st_size > 10_000

@@ -10,7 +10,8 @@ from pcreg.demo import resolve_defaults, synthetic_demo_pair
 
 def test_demo_uses_the_shipped_indoor_model_on_a_generated_room():
     source, method, icp = resolve_defaults("auto", "auto", False, "indoor", None)
-    assert (source, method, icp) == ("synthetic", "geotransformer", False)
+    # pcreg register's own default, which picks the shipped indoor model for a room
+    assert (source, method, icp) == ("synthetic", "auto", False)
 
 
 def test_shipped_indoor_registers_the_demo_room():

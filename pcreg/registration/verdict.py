@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from pcreg._text import apart
+from pcreg._text import apart, format_length
 from pcreg.registration.verify import MIN_INLIERS
 
 #: a :class:`~pcreg.registration.result.RegistrationResult` (typed Any here: the result module
@@ -334,8 +334,8 @@ def promise_text(
 ) -> str:
     """:func:`keeps_promise`'s criterion in words; with the reference's ``diagonal``
     (metres), the RMSE's limit in metres; with ``errors`` (and a street's ``shift``), each
-    condition's value and whether it holds: ``RRE 29.68 deg < 10 deg: no; RMSE 0.8076 m <=
-    0.2226 m (5% of the reference's diagonal): no``."""
+    condition's value and whether it holds: ``RRE 29.68 deg < 10 deg: no; RMSE 80.76 cm <=
+    22.26 cm (5% of the reference's diagonal): no`` (lengths in mm, cm, m or km by size)."""
     share = f"{RIGHT_DIAGONAL:.0%} of the reference's diagonal"
     if street:
         conditions = [
@@ -353,12 +353,18 @@ def promise_text(
         values["shift"] = shift
     elif "rte_m" in values:
         values["shift"] = values["rte_m"]
+
+    def text(value: float, unit: str) -> str:  # lengths in the unit a person reads
+        return format_length(value, 4) if unit == " m" else f"{value:.4g}{unit}"
+
     parts = []
     for name, key, unit, op, limit, note in conditions:
-        bound = share if limit is None else f"{limit:.4g}{unit}{note}"
+        bound = share if limit is None else f"{text(limit, unit)}{note}"
         if key in values and values[key] is not None:
             holds = values[key] < limit if op == "<" else values[key] <= limit
-            parts.append(f"{name} {values[key]:.4g}{unit} {op} {bound}: {'yes' if holds else 'no'}")
+            parts.append(
+                f"{name} {text(values[key], unit)} {op} {bound}: {'yes' if holds else 'no'}"
+            )
         else:
             parts.append(f"{name} {op} {bound}")
     return "; ".join(parts) if errors else " and ".join(parts)

@@ -4,7 +4,7 @@ reads (mm / cm / m / km by magnitude)."""
 
 from __future__ import annotations
 
-import math
+from pcreg._text import format_length
 
 __all__ = [
     "FAR_COLOR",
@@ -30,24 +30,6 @@ FAR_COLOR = (0.97, 0.72, 0.72)
 #: 3DMatch fragment (16-19k), a KITTI scan thinned from ~122k; such a report draws in about
 #: 0.5 s in headless Chromium with software WebGL on 2 cores (BENCHMARKS.md, "HTML report")
 REPORT_POINTS = 30_000
-
-
-def format_length(metres: float, digits: int = 3) -> str:
-    """``metres`` with the unit a person reads: ``0.0042 -> "4.2 mm"``, ``0.123 -> "12.3 cm"``,
-    ``3.5 -> "3.5 m"``, ``1886939.8 -> "1887 km"``; ``digits`` significant digits at most (the
-    integer part is kept whole). Non-finite values read ``"inf m"`` / ``"nan m"``."""
-    if not math.isfinite(metres):
-        return f"{metres} m"
-    size = abs(metres)
-    units = ((1e3, "mm", 0.01), (1e2, "cm", 1.0), (1.0, "m", 1e3), (1e-3, "km", math.inf))
-    scale, unit = next((scale, unit) for scale, unit, below in units if size < below)
-    value = metres * scale
-    whole = len(str(int(abs(value)))) if abs(value) >= 1 else 1
-    decimals = max(0, digits - whole)
-    text = f"{value:.{decimals}f}"
-    if "." in text:
-        text = text.rstrip("0").rstrip(".")
-    return f"{text} {unit}"
 
 
 def units_text(units: str, scaled_object: bool, scale: float) -> str:

@@ -144,7 +144,7 @@ def test_a_georeferenced_street_is_judged_at_its_points_not_at_the_origin():
     assert errors["rte_m"] > 700 and errors["rmse_m"] < 0.01
     judged = V.against_truth(result, np.eye(4), errors, src, src)
     assert judged["right"] is True
-    assert re.fullmatch(r"RRE 0.01 deg < 2 deg: yes; the source's centre moved \S+ m < 0.3 m "
+    assert re.fullmatch(r"RRE 0.01 deg < 2 deg: yes; the source's centre moved \S+ mm < 30 cm "
                         r"\(KITTI's RTE\): yes", judged["right_criterion"])  # fmt: skip
     result.setting = "indoor"  # the room rule: RMSE against 5 % of the 113 m diagonal
     judged = V.against_truth(result, np.eye(4), errors, src, src)
