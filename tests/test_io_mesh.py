@@ -266,6 +266,7 @@ def test_off_of_geomview_kinds_and_utf16_text(tmp_path):
         "v 0 0 0 1 0 0\nv 1 0 0 0 1 0\nv 0 1 0 0 0 1\nf 1/1/1 2/2/2 3/3/3\n",  # colours
         "  v 0 0 0\n\tv 1 0 0 # a comment\nv\t0 1 0\r\nf -3 -2 -1\n",  # indents, tabs, CRLF
         "v 0 0 0\rv 1 0 0\rv 0 1 0\rf 1 2 3\r",  # old Mac line ends (read as one vertex)
+        "v 0 0 0\r\nv 1 0 0\rv 0 1 0\r\nf 1 2 3\r\n",  # one lone CR among CRLF (refused)
         "v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 \\\n 3\n",  # a backslash continues the line
     ],
 )

@@ -39,11 +39,13 @@ FACE_BLOCK = 500_000
 
 def _plain(data: bytes) -> bytes:
     """The file's text as its parsers read it: a UTF-8 byte-order mark left out, old Mac
-    line ends (``\\r`` alone) made ``\\n``, and OBJ's backslash line continuations joined
-    (copies are made only where one of these is present)."""
+    line ends (``\\r`` alone, in all the file or beside Windows' ``\\r\\n``: a lone one
+    joined two vertex lines into one, and the second vertex was lost) made ``\\n``, and OBJ's
+    backslash line continuations joined (copies are made only where one of these is
+    present)."""
     data = data.removeprefix(b"\xef\xbb\xbf")
-    if b"\r" in data and b"\n" not in data:
-        data = data.replace(b"\r", b"\n")
+    if b"\r" in data and data.count(b"\r") != data.count(b"\r\n"):
+        data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
     if b"\\\n" in data or b"\\\r\n" in data:
         data = data.replace(b"\\\r\n", b" ").replace(b"\\\n", b" ")
     return data
