@@ -166,6 +166,28 @@ def test_a_result_against_its_truth_in_python():
     assert result.against(_turned(30), src, src)["right"] is True
 
 
+def test_a_gt_in_other_units_than_the_clouds_is_named():
+    """A --gt in metres for clouds in millimetres said WRONG and no more (hostile run)."""
+    rng = np.random.default_rng(2)
+    src = rng.uniform(0, 4000, (500, 3))  # millimetres
+    truth = _turned(30, 0.0)
+    truth[:3, 3] = [1500.0, -200.0, 40.0]
+    result = _cand(truth, 0.9).result
+    result.units = "millimetres"
+    in_metres = truth.copy()
+    in_metres[:3, 3] /= 1000
+    out = result.against(in_metres, src, src)
+    assert out["right"] is False
+    assert out["right_criterion"].endswith(
+        "; with --gt's translation x1000 it would be right: is --gt in other units than the "
+        "clouds? It must be in theirs"
+    )
+    assert result.against(truth, src, src)["right"] is True
+    away = truth.copy()
+    away[:3, 3] += 500.0  # wrong in any unit: no hint
+    assert "--gt's translation" not in result.against(away, src, src)["right_criterion"]
+
+
 def test_pose_distance():
     deg, shift = V.pose_distance(np.eye(4), _turned(30), np.array([1.0, 0, 0]))
     assert deg == pytest.approx(30.0)
