@@ -40,7 +40,7 @@ def success(est: np.ndarray, gt: np.ndarray, src: np.ndarray, ref: np.ndarray, o
     """The zero-shot benchmark's criterion: KITTI RRE < 2 deg and RTE < 0.3 m; else RRE < 10
     deg and RMSE <= 5 % of the reference's bounding-box diagonal."""
     from pcreg.geometry import pose_errors
-    from pcreg.registration.verdict import keeps_promise
+    from pcreg.registration.promise import keeps_promise
 
     diagonal = float(np.linalg.norm(np.ptp(ref, axis=0)))
     return keeps_promise(pose_errors(est, gt, src), diagonal, street=outdoor)

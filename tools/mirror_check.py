@@ -32,7 +32,7 @@ def main() -> None:
     import pcreg.registration.auto as auto
     from pcreg.geometry import pose_errors
     from pcreg.registration.mirror import mirrored
-    from pcreg.registration.verdict import keeps_promise
+    from pcreg.registration.promise import keeps_promise
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", default="3000500-3000507", help="a range, e.g. 0-7")
@@ -103,7 +103,7 @@ def _compare_screen(lo: int, hi: int, per_room: int) -> None:
     import pcreg.registration.search as search
     from pcreg.geometry import pose_errors
     from pcreg.registration.mirror import MIRROR_RANK_RATIO, mirrored
-    from pcreg.registration.verdict import keeps_promise
+    from pcreg.registration.promise import keeps_promise
 
     ranks: list[float] = []  # the last search's (source best, mirror best)
     scores = search.cube_hypothesis_scores

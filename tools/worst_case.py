@@ -95,7 +95,7 @@ def main() -> None:
     import pcreg
     from pcreg.geometry import pose_errors
     from pcreg.io import read_points
-    from pcreg.registration.verdict import keeps_promise
+    from pcreg.registration.promise import keeps_promise
 
     print(pcreg.__file__, file=sys.stderr)  # which checkout ran
     rng = np.random.default_rng(20261127)

@@ -282,7 +282,7 @@ def label_candidates(case: VerdictCase, transforms: list[np.ndarray]) -> list[di
     """Per estimate: ``right`` (the module doc's criterion; always False without a truth) and
     its errors (NaN without a truth)."""
     from pcreg.geometry import pose_errors
-    from pcreg.registration.verdict import keeps_promise
+    from pcreg.registration.promise import keeps_promise
 
     out = []
     diagonal = float(np.linalg.norm(np.ptp(case.ref, axis=0)))

@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from pcreg.geometry import pose_errors
-from pcreg.registration.verdict import keeps_promise
+from pcreg.registration.promise import keeps_promise
 
 __all__ = ["ZeroShotCase", "format_zero_shot_table", "run_zero_shot", "zero_shot_cases"]
 

@@ -213,9 +213,9 @@ class RegistrationResult:
     ) -> dict[str, Any]:
         """:meth:`errors` against ``gt_transform (4, 4)`` and whether they keep the promise of
         ``registered`` (``right``, and ``right_criterion``: each condition with its value;
-        :func:`~pcreg.registration.verdict.against_truth`), from the source ``(N, 3)`` and
+        :func:`~pcreg.registration.promise.against_truth`), from the source ``(N, 3)`` and
         reference ``(M, 3)`` in the input's units: what ``pcreg register --gt --json`` adds."""
-        from pcreg.registration.verdict import against_truth
+        from pcreg.registration.promise import against_truth
 
         src = np.asarray(src_points, np.float64).reshape(-1, 3)
         ref = np.asarray(ref_points, np.float64).reshape(-1, 3)
