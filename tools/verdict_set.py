@@ -34,6 +34,7 @@ from pcreg.bench.verdict_set import CONGRUENT, cases, label_candidates, split_of
 from pcreg.registration.verdict import (  # noqa: E402
     FEATURES,
     MIN_CONTRAST,
+    SHIFT_MARGIN,
     Trees,
     VerdictModel,
     different,
@@ -214,6 +215,8 @@ def replay(
         limit = (probe.get(fam, max(probe.values(), default=float("inf")))
                  if isinstance(probe, dict) else probe)  # fmt: skip
         ok = ok and cands[best]["features"].get("probe_margin", 0.0) < limit
+        # another place that fits as well (a table built before the shift probe has none)
+        ok = ok and cands[best]["features"].get("shift_margin", 0.0) < SHIFT_MARGIN
         if ok:
             need = max(scores[best] - rival, t * floor)
             for i in seen:

@@ -13,7 +13,7 @@ import numpy as np
 from pcreg.registration.frames import to_user_frame
 from pcreg.registration.memo import remembered
 from pcreg.registration.result import RegistrationResult
-from pcreg.registration.symmetry import fit_constraint, symmetry_probe
+from pcreg.registration.symmetry import fit_constraint, shift_probe, symmetry_probe
 from pcreg.registration.verdict import scene_size
 from pcreg.registration.verify import agreement, verify
 
@@ -102,9 +102,10 @@ def finish_estimate(
         if down is None:
             src_down = _voxelised(src, plan.setting.voxel_size)
             ref_down = _voxelised(ref, plan.setting.voxel_size)
-        margin, pose = symmetry_probe(src_down, ref_down, result.transform,
-                                      plan.setting.voxel_size, src.mean(axis=0),
-                                      scene_size(ref))  # fmt: skip
+        probe_at = (src_down, ref_down, result.transform, plan.setting.voxel_size,
+                    src.mean(axis=0), scene_size(ref))  # fmt: skip
+        margin, pose = symmetry_probe(*probe_at)
+        shift, shifted = shift_probe(*probe_at)
         check = replace(
             check,
             probe_margin=margin,
@@ -112,6 +113,8 @@ def finish_estimate(
                 src_down, ref_down, result.transform, plan.setting.voxel_size
             ),
             probe_pose=None if pose is None else user_pose(pose, scale, origins),
+            shift_margin=shift,
+            shift_pose=None if shifted is None else user_pose(shifted, scale, origins),
         )
     result.timings["verify"] = time.perf_counter() - t0
     result.verification = check

@@ -19,8 +19,10 @@ the decision is taken over all candidates the search produced so far:
    and no candidate at a **different pose** (more than :data:`DIFFERENT_DEG` or
    :data:`DIFFERENT_DIAGONAL` of the reference's diagonal apart) scores within
    :attr:`VerdictModel.rival` of it, and the symmetry probe's different pose does not fit
-   its family's share (:meth:`VerdictModel.probe_for`) as well: such a pair is
-   ``ambiguous``, and both poses are reported.
+   its family's share (:meth:`VerdictModel.probe_for`) as well, nor does the shift probe's
+   other place at the same orientation fit :data:`SHIFT_MARGIN` as well (repeated structure,
+   every family): such a pair is ``ambiguous``, and both poses are reported. Whatever its
+   score, a best candidate under :data:`MIN_CONTRAST` is a chance fit and never registers.
 
 The model is fitted by ``python tools/verdict_set.py`` on a labelled set of the pipeline's own
 candidates (generated rooms, generated objects, synthetic streets and the KITTI training scans,
@@ -52,6 +54,7 @@ __all__ = [
     "DIFFERENT_DIAGONAL",
     "FEATURES",
     "MIN_CONTRAST",
+    "SHIFT_MARGIN",
     "Candidate",
     "Verdict",
     "VerdictModel",
@@ -77,6 +80,15 @@ DIFFERENT_DIAGONAL = 0.05
 #: surface samples of meshes whose faces join random far-apart vertices of the 3DMatch demo
 #: pair fit 0.92 / 0.82 both ways at contrast 0.06 and scored 0.59, registered 17-24 deg off
 MIN_CONTRAST = 0.2
+#: the best candidate is ambiguous where the same orientation fits at least this share as well
+#: at another place (:func:`~pcreg.registration.symmetry.shift_probe`: repeated structure, in
+#: every family). A tiled crop of the 3DMatch demo reference, the source two of its copies,
+#: registered at the wrong copy 1.2 m off with score 0.9994: its copy fits 1.00x as well. On
+#: 212 cases of the verdict set's fit scenes (``python tools/shift_margins.py --rooms 10
+#: --objects 8 --streets 3 --seed 12``) no registration had another place over 0.62 (a right
+#: street pair); at the registered (right) estimates of the four real pairs of ``../shared/data``
+#: none is found (0)
+SHIFT_MARGIN = 0.95
 #: the measurements a candidate is scored on, in the model's order
 FEATURES = (
     "contrast",
@@ -394,6 +406,13 @@ def _judge(candidates, model, centre, diagonal) -> Verdict:
             f"ambiguous: a pose {deg:.1f} deg and {shift:.3g} away fits {margin:.0%} as well "
             "(a symmetric scene: the data cannot tell the two apart)"
         ), None, candidates, probe_pose)  # fmt: skip
+    shift = float(best.features.get("shift_margin", 0.0))
+    if shift >= SHIFT_MARGIN and floor.shift_pose is not None:
+        _, away = pose_distance(floor.shift_pose, best.transform, centre)
+        return Verdict(best, False, (
+            f"ambiguous: the source fits {shift:.0%} as well at another place {away:.3g} away, "
+            "turned alike (repeated structure: the data cannot tell the two places apart)"
+        ), None, candidates, floor.shift_pose)  # fmt: skip
     return Verdict(best, True, "", None, candidates)
 
 
@@ -417,6 +436,7 @@ def candidate_features(
         "hyp_margin": margin,
         "probe_margin": check.probe_margin,
         "constraint": check.constraint,
+        "shift_margin": check.shift_margin,
         "log_inliers": float(np.log10(1 + check.inliers)),
         "from_fpfh": float(fpfh),
         "fpfh_alone": float(alone),

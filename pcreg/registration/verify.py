@@ -94,6 +94,12 @@ class Verification:
     #: how firmly the fit holds the source in its weakest direction
     #: (:func:`~pcreg.registration.symmetry.fit_constraint`; 0 when not measured)
     constraint: float = 0.0
+    #: the best different *place*'s fit at the same orientation over this one's
+    #: (:func:`~pcreg.registration.symmetry.shift_probe`: repeated structure; 0 when not
+    #: probed)
+    shift_margin: float = 0.0
+    #: that pose ``(4, 4)``, in the user's frame and units once the result is
+    shift_pose: np.ndarray | None = None
 
     @property
     def fitness(self) -> float:

@@ -118,3 +118,57 @@ def test_fit_constraint_is_near_zero_where_the_fit_slides(rng):
     slide = S.fit_constraint(*(downsample_with_normals(corner, voxel),) * 2, np.eye(4), voxel)
     held = S.fit_constraint(*(downsample_with_normals(room, voxel),) * 2, np.eye(4), voxel)
     assert slide < 0.005 and held > 0.03, (slide, held)
+
+
+def _blocks(rng, offsets):
+    """An irregular 0.8 m cluster of boxes and a sphere (metres), laid at each of
+    ``offsets``: a repeated structure where the offsets differ."""
+    parts = []
+    for lo, size in (([0, 0, 0], [0.8, 0.5, 0.05]), ([0.1, 0.1, 0.05], [0.2, 0.3, 0.4]),
+                     ([0.5, 0.05, 0.05], [0.25, 0.2, 0.15])):  # fmt: skip
+        p = rng.uniform(0, 1, (4000, 3)) * size
+        face = rng.integers(3, size=len(p))
+        p[np.arange(len(p)), face] = rng.choice([0.0, 1.0], len(p)) * np.asarray(size)[face]
+        parts.append(p + lo)
+    ball = rng.normal(size=(3000, 3))
+    parts.append(ball / np.linalg.norm(ball, axis=1, keepdims=True) * 0.12 + [0.6, 0.35, 0.3])
+    one = np.vstack(parts)
+    return np.vstack([one + off for off in offsets])
+
+
+@pytest.mark.parametrize(("copies", "found"), [(3, True), (1, False)])
+def test_shift_probe_finds_another_copy_of_a_repeated_structure(rng, copies, found):
+    """A cluster laid three times 1.2 m apart: the source (the middle copy) fits the first copy
+    as well as its own (margin near 1, the other place returned, 1.2 m away, not turned);
+    laid once, no other place fits nearly as well."""
+    from pcreg.geometry.clouds import downsample_with_normals
+
+    voxel = 0.02
+    ref_pts = _blocks(rng, [[1.2 * k, 0.0, 0.0] for k in range(copies)])
+    src_pts = _blocks(rng, [[1.2 * (copies // 2), 0.0, 0.0]])
+    src, ref = downsample_with_normals(src_pts, voxel), downsample_with_normals(ref_pts, voxel)
+    diagonal = float(np.linalg.norm(np.ptp(ref_pts, axis=0)))
+    centre = src_pts.mean(axis=0)
+    margin, pose = S.shift_probe(src, ref, np.eye(4), voxel, centre, diagonal)
+    if found:
+        assert margin > 0.95 and pose is not None, margin
+        deg, away = V.pose_distance(pose, np.eye(4), centre)
+        assert deg < 2 and away == pytest.approx(1.2, abs=0.05)
+    else:
+        assert margin < 0.75, margin  # well under V.SHIFT_MARGIN
+
+
+def test_shift_probe_does_not_count_a_slide_as_another_place(rng):
+    """A patch of a large floor slides anywhere on it: every shifted pose fits as well, but
+    the fit holds all the way there, so it is the same surface, not another copy (margin 0)."""
+    from pcreg.geometry.clouds import downsample_with_normals
+
+    voxel = 0.05
+    floor = np.column_stack([rng.uniform(0, 6, (30000, 2)), np.zeros(30000)])
+    patch = floor[(floor[:, 0] < 2) & (floor[:, 1] < 2)]
+    src, ref = downsample_with_normals(patch, voxel), downsample_with_normals(floor, voxel)
+    margin, pose = S.shift_probe(src, ref, np.eye(4), voxel, patch.mean(axis=0), 8.5)
+    assert margin == 0.0 and pose is None
+    # what refuses it is the fit on the way: counted anyway, a shifted pose fits as well
+    slid, _ = S.shift_probe(src, ref, np.eye(4), voxel, patch.mean(axis=0), 8.5, valley=np.inf)
+    assert slid > 0.95, slid

@@ -148,6 +148,27 @@ def test_a_probe_margin_over_the_model_s_makes_the_pair_ambiguous():
     assert V.judge([cand], model, CENTRE, DIAGONAL).registered
 
 
+def test_another_place_that_fits_as_well_makes_the_pair_ambiguous():
+    """The shift probe's margin (repeated structure) refuses a candidate the model accepts,
+    in every family, from :data:`SHIFT_MARGIN` on, and hands the other place's pose over."""
+    cand = _cand(np.eye(4), 0.99)
+    other = _turned(0, shift=1.2)
+    cand.features["shift_margin"] = 1.0
+    cand.result.verification = Verification(500, 1000, 0.075, 0.99, 0.2, shift_margin=1.0,
+                                            shift_pose=other)  # fmt: skip
+    out = V.judge([cand], MODEL, CENTRE, DIAGONAL)
+    assert not out.registered
+    assert out.reason.startswith("ambiguous: the source fits 100% as well at another place 1.2")
+    assert np.allclose(out.rival_transform, other)
+    cand.score, cand.features["shift_margin"] = 0.0, V.SHIFT_MARGIN - 0.01
+    assert V.judge([cand], MODEL, CENTRE, DIAGONAL).registered
+    cand.score, cand.features["shift_margin"] = 0.0, V.SHIFT_MARGIN
+    assert not V.judge([cand], MODEL, CENTRE, DIAGONAL).registered
+    cand.score = 0.0  # a margin without the pose it was measured at refuses nothing
+    cand.result.verification = Verification(500, 1000, 0.075, 0.99, 0.2, shift_margin=1.0)
+    assert V.judge([cand], MODEL, CENTRE, DIAGONAL).registered
+
+
 def test_errors_against_a_matrix_that_is_not_a_pose_is_a_clean_input_error():
     from pcreg.errors import InputError
 

@@ -185,3 +185,35 @@ def test_a_crop_too_small_for_the_network_is_searched_inside_the_scan():
     room = indoor_fragments(2_600_000, num_fragments=1)[0][0].astype(np.float64)
     alien, _ = _crop(room, 1170, 0.5, 4)
     assert not pcreg.register(alien, scan).registered
+
+
+def _tiled(ref: np.ndarray, copies: tuple[int, ...], seed: int):
+    """A 0.8 m crop of the reference laid three times 1.2 m apart along x (the reference), and
+    ``copies`` of it with 3 mm jitter, moved by a known motion (the source): a repeated
+    structure, where the right place is the one the copies come from."""
+    crop = ref[np.all(np.abs(ref - np.array([0.0, -0.3, 2.0])) < 0.4, axis=1)]
+    tiles = np.vstack([crop + np.array([1.2 * k, 0.0, 0.0]) for k in range(3)])
+    rng = np.random.default_rng(seed)
+    part = np.vstack([crop + np.array([1.2 * k, 0.0, 0.0]) for k in copies])
+    part = part + rng.normal(0.0, 0.003, part.shape)
+    gt = np.eye(4)
+    gt[:3, :3] = Rotation.from_rotvec(np.radians(50) * np.array([0.2, 0.3, 1.0]) /
+                                      np.linalg.norm([0.2, 0.3, 1.0])).as_matrix()  # fmt: skip
+    gt[:3, 3] = [0.4, 0.1, -0.2]
+    inv = np.linalg.inv(gt)
+    return part @ inv[:3, :3].T + inv[:3, 3], tiles, gt
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_repeated_structure_at_the_wrong_copy_is_ambiguous(demo, seed):
+    """Two of three copies of a crop of the real reference, onto the three: both placements
+    fit perfectly, so a registration at the wrong copy (1.2 m off, score 0.9994 before the
+    shift probe) must not pass, and neither can the right one: the answer is ambiguous."""
+    src, tiles, gt = _tiled(demo[1], (1, 2), seed)
+    result = pcreg.register(src, tiles)
+    _refused_or_right(result, gt, src)
+    # the right place has a copy 1.2 m away that fits as well too: only "ambiguous" is right
+    # (by the shift probe, or where the search itself found both copies, by the rival rule)
+    assert not result.registered
+    assert result.reason.startswith("ambiguous"), result.reason
+    assert result.verdict.rival_transform is not None
