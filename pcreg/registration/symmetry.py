@@ -8,6 +8,8 @@ rules on; the probes' poses are what an ``ambiguous`` answer reports.
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
 from pcreg.registration.verdict import different
@@ -91,12 +93,7 @@ def symmetry_probe(
     points = points[:: max(1, -(-len(points) // PROBE_POINTS))]
     ref_pts, ref_normals = np.asarray(ref_down.points), np.asarray(ref_down.normals)
     tree = KdTree(ref_pts)
-    radius = 1.5 * voxel
-
-    def fitness(poses: np.ndarray) -> np.ndarray:  # (K, 4, 4) -> (K,)
-        moved = points[None] @ poses[:, :3, :3].transpose(0, 2, 1) + poses[:, None, :3, 3]
-        dist, _ = tree.query(moved.reshape(-1, 3), distance_upper_bound=radius)
-        return np.isfinite(dist).reshape(len(poses), -1).mean(axis=1)
+    fitness = partial(_fitness, points=points, tree=tree, radius=1.5 * voxel)  # (K, 4, 4) -> (K,)
 
     base = float(fitness(transform[None])[0])
     if base <= 0:
@@ -180,12 +177,7 @@ def shift_probe(
         return 0.0, None
     points = all_points[:: max(1, -(-len(all_points) // PROBE_POINTS))]
     tree = KdTree(ref_pts)
-    radius = 1.5 * voxel
-
-    def fitness(poses: np.ndarray) -> np.ndarray:  # (K, 4, 4) -> (K,)
-        out = points[None] @ poses[:, :3, :3].transpose(0, 2, 1) + poses[:, None, :3, 3]
-        dist, _ = tree.query(out.reshape(-1, 3), distance_upper_bound=radius)
-        return np.isfinite(dist).reshape(len(poses), -1).mean(axis=1)
+    fitness = partial(_fitness, points=points, tree=tree, radius=1.5 * voxel)  # (K, 4, 4) -> (K,)
 
     base = float(fitness(transform[None])[0])
     if base <= 0:
@@ -261,6 +253,14 @@ def _face_axes(normals: np.ndarray) -> np.ndarray | None:
     if len(normals) < 10:
         return None
     return manhattan_axes(normals, 10.0, np.random.default_rng(0), 100)
+
+
+def _fitness(poses: np.ndarray, points: np.ndarray, tree, radius: float) -> np.ndarray:
+    """``(K,)``: the share of ``points (N, 3)`` within ``radius`` of the reference (its k-d
+    ``tree``) under each of ``poses (K, 4, 4)``: the probes' fitness."""
+    moved = points[None] @ poses[:, :3, :3].transpose(0, 2, 1) + poses[:, None, :3, 3]
+    dist, _ = tree.query(moved.reshape(-1, 3), distance_upper_bound=radius)
+    return np.isfinite(dist).reshape(len(poses), -1).mean(axis=1)
 
 
 def point_to_plane(
