@@ -395,25 +395,34 @@ def _judge(candidates, model, centre, diagonal) -> Verdict:
         rival = max(rivals, key=lambda c: c.score)
         deg, shift = pose_distance(rival.transform, best.transform, centre)
         return Verdict(best, False, (
-            f"ambiguous: two poses {deg:.1f} deg and {shift:.3g} apart are nearly as well "
-            f"supported (scores {best.score:.2f} and {rival.score:.2f})"
+            f"ambiguous: two poses {deg:.1f} deg and {_length(shift, best)} apart are nearly as "
+            f"well supported (scores {best.score:.2f} and {rival.score:.2f})"
         ), rival, candidates, rival.transform)  # fmt: skip
     margin = float(best.features.get("probe_margin", 0.0))
     probe_pose = floor.probe_pose
     if margin >= model.probe_for(best.features) and probe_pose is not None:
         deg, shift = pose_distance(probe_pose, best.transform, centre)
         return Verdict(best, False, (
-            f"ambiguous: a pose {deg:.1f} deg and {shift:.3g} away fits {margin:.0%} as well "
-            "(a symmetric scene: the data cannot tell the two apart)"
+            f"ambiguous: a pose {deg:.1f} deg and {_length(shift, best)} away fits {margin:.0%} "
+            "as well (a symmetric scene: the data cannot tell the two apart)"
         ), None, candidates, probe_pose)  # fmt: skip
     shift = float(best.features.get("shift_margin", 0.0))
     if shift >= SHIFT_MARGIN and floor.shift_pose is not None:
         _, away = pose_distance(floor.shift_pose, best.transform, centre)
         return Verdict(best, False, (
-            f"ambiguous: the source fits {shift:.0%} as well at another place {away:.3g} away, "
+            f"ambiguous: the source fits {shift:.0%} as well at another place "
+            f"{_length(away, best)} away, "
             "turned alike (repeated structure: the data cannot tell the two places apart)"
         ), None, candidates, floor.shift_pose)  # fmt: skip
     return Verdict(best, True, "", None, candidates)
+
+
+def _length(value: float, cand: Candidate) -> str:
+    """A distance in the input's units (the candidate's reading of them), as a person reads
+    it: ``1.2 m``, ``12 mm``."""
+    from pcreg._text import format_length
+
+    return format_length(value * cand.result.metres_per_unit)
 
 
 def candidate_features(

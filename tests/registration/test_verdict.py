@@ -158,12 +158,15 @@ def test_another_place_that_fits_as_well_makes_the_pair_ambiguous():
                                             shift_pose=other)  # fmt: skip
     out = V.judge([cand], MODEL, CENTRE, DIAGONAL)
     assert not out.registered
-    assert out.reason.startswith("ambiguous: the source fits 100% as well at another place 1.2")
+    assert out.reason.startswith("ambiguous: the source fits 100% as well at another place 1.2 m")
     assert np.allclose(out.rival_transform, other)
     cand.score, cand.features["shift_margin"] = 0.0, V.SHIFT_MARGIN - 0.01
     assert V.judge([cand], MODEL, CENTRE, DIAGONAL).registered
     cand.score, cand.features["shift_margin"] = 0.0, V.SHIFT_MARGIN
     assert not V.judge([cand], MODEL, CENTRE, DIAGONAL).registered
+    cand.score, cand.result.units = 0.0, "millimetres"  # the distance read in the input's unit
+    far = V.judge([cand], MODEL, CENTRE, DIAGONAL * 1000).reason
+    assert "at another place 1.2 mm away" in far, far
     cand.score = 0.0  # a margin without the pose it was measured at refuses nothing
     cand.result.verification = Verification(500, 1000, 0.075, 0.99, 0.2, shift_margin=1.0)
     assert V.judge([cand], MODEL, CENTRE, DIAGONAL).registered
