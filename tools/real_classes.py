@@ -4,7 +4,8 @@ no flags): how many are registered, and how many of those are wrong.
     python tools/real_classes.py OUT.jsonl [--rounds 10] [--seed 0] [--data ../shared/data]
 
 One JSON line per case is appended to ``OUT.jsonl``; a run that stops is continued by the same
-command (the cases are seeded, so the first lines' cases are skipped). The table of
+command (the cases are seeded: those whose index is recorded are skipped; a file of another
+``--seed`` is refused). The table of
 :func:`pcreg.bench.real_classes.format_table` is printed at the end (``--table-only``: just
 the table of what is there). The classes and data: :mod:`pcreg.bench.real_classes`.
 """
@@ -41,6 +42,10 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING)
 
     done = load_records(args.out)
+    seeds = {r.get("seed") for r in done}
+    if seeds - {args.seed}:
+        parser.error(f"{args.out} holds cases of seed {sorted(seeds)}, not {args.seed}: "
+                     "name another file")  # fmt: skip
     if not args.table_only:
         import numpy as np
         from tqdm import tqdm
@@ -48,10 +53,18 @@ def main(argv: list[str] | None = None) -> int:
         import pcreg
         from pcreg.errors import InputError
 
+        have = {r["index"] for r in done}
+        if args.out.is_file() and args.out.stat().st_size:
+            with open(args.out, "rb") as fh:  # a line cut short: start on a fresh one
+                fh.seek(-1, 2)
+                torn = fh.read(1) != b"\n"
+            if torn:
+                with open(args.out, "a") as fh:
+                    fh.write("\n")
         with open(args.out, "a") as fh:
             cases = real_class_cases(args.data, args.rounds, args.seed)
             for index, case in enumerate(tqdm(cases, desc="cases")):
-                if index < len(done):
+                if index in have:  # the cases are seeded: the same index is the same case
                     continue
                 t0 = time.perf_counter()
                 try:

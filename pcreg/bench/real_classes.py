@@ -21,7 +21,8 @@ Families (``family``): ``rooms`` (3DMatch, TUM), ``objects`` (bunny, dragon), ``
   point: a small sensor beside the roof one;
 * ``mirror``: the source mirrored in x against its reference (no rigid answer);
 * ``mirror-self``: the source mirrored in y against itself;
-* ``disjoint``: two parts of the reference with a gap of 20 % of its length between them;
+* ``disjoint``: two parts of the reference along its longest axis, the 20 % of its points
+  between them left out;
 * ``unrelated``: a scan of another scene of the family;
 * ``cross``: a scan of another family, rescaled to the reference's size.
 
@@ -77,7 +78,10 @@ def _sources(shared_data: Path) -> dict[str, list[Scan]]:
     for pair in real_pairs(shared_data):
         fam = "rooms" if pair.setting == "indoor" else "streets"
         src, ref = read_points(pair.src), read_points(pair.ref)
-        fams[fam].append((pair.name, src, ref, np.asarray(pair.gt, np.float64)))
+        # the shared KITTI pairs are of sequence 00, as the training scans' "KITTI 00 ...":
+        # one scene, never each other's unrelated scan
+        name = pair.name.replace("KITTI ", "KITTI 00 ") if fam == "streets" else pair.name
+        fams[fam].append((name, src, ref, np.asarray(pair.gt, np.float64)))
     by_name = {name: (s, r, gt) for name, s, r, gt in fams["rooms"]}
     if "3DMatch 0<-6" in by_name and "3DMatch 0<-5" in by_name:  # 5<-6 through fragment 0
         s6, _, t06 = by_name["3DMatch 0<-6"]
@@ -239,7 +243,8 @@ def format_table(rows: list[dict[str, object]], command: str) -> str:
 
 
 def load_records(path: Path) -> list[dict]:
-    """The records of a JSON-lines file (a line cut short by an interrupted run is skipped)."""
+    """The records of a JSON-lines file (a line cut short by an interrupted run is skipped:
+    its case runs again)."""
     out = []
     if path.is_file():
         for line in path.read_text().splitlines():
