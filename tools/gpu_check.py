@@ -10,8 +10,8 @@ errors against the ground truth, and the median wall time of ``--runs`` calls af
 warm-up (``torch.cuda.synchronize()`` around each GPU call). Then the default pipeline
 (``pcreg.register``) on ``device="cuda"`` against the CPU on the same pair: the verdict and the
 transforms' difference. Needs a CUDA device (exit 2 without one); prints one JSON record per
-row. Written for a session that was to be lent a GPU and was not: its CPU half (the pairs, the
-network and ``pcreg.register`` on the CPU, the errors) ran here; the CUDA half has not run yet.
+row. Written for a session that was to be lent a GPU and was not: it ran whole here with
+torch's CUDA calls faked onto the CPU (every row, the JSON file), never yet on a GPU.
 BENCHMARKS.md, "On a GPU", holds the last GPU measurement (2026-11-26).
 """
 
@@ -84,9 +84,18 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print("no CUDA device", file=sys.stderr)
         return 2
-    rows = [{"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__,
-             "cuda": torch.version.cuda}]  # fmt: skip
-    print(json.dumps(rows[0]), flush=True)
+    rows: list[dict] = []
+
+    def emit(row: dict) -> None:
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+
+    def compare(name: str, what: str, cpu: np.ndarray, cuda: np.ndarray) -> None:
+        deg, metres = _apart(cpu, cuda)
+        emit({"pair": name, "what": f"{what} cuda vs cpu", "deg": deg, "m": metres})
+
+    emit({"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__,
+          "cuda": torch.version.cuda})  # fmt: skip
     for name, model, src, ref, gt in _pairs(args.data):
         preds = {}
         for device in ("cpu", "cuda"):
@@ -100,12 +109,8 @@ def main(argv: list[str] | None = None) -> int:
                    "backend": getattr(net, "backend", None), "median_s": round(median, 4),
                    "rre_deg": round(rre, 4), "rte_m": round(rte, 5),
                    "correspondences": len(pred.corr_scores)}  # fmt: skip
-            rows.append(row)
-            print(json.dumps(row), flush=True)
-        deg, metres = _apart(preds["cpu"].transform, preds["cuda"].transform)
-        row = {"pair": name, "what": "network cuda vs cpu", "deg": deg, "m": metres}
-        rows.append(row)
-        print(json.dumps(row), flush=True)
+            emit(row)
+        compare(name, "network", preds["cpu"].transform, preds["cuda"].transform)
         results = {}
         for device in ("cpu", "cuda"):
             res, median = _timed(lambda d=device, s=src, r=ref: pcreg.register(s, r, device=d), 3,
@@ -115,12 +120,8 @@ def main(argv: list[str] | None = None) -> int:
             row = {"pair": name, "what": "pcreg.register", "device": device,
                    "registered": bool(res.registered), "median_s": round(median, 4),
                    "rre_deg": round(rre, 4), "rte_m": round(rte, 5)}  # fmt: skip
-            rows.append(row)
-            print(json.dumps(row), flush=True)
-        deg, metres = _apart(results["cpu"].transform, results["cuda"].transform)
-        row = {"pair": name, "what": "pcreg.register cuda vs cpu", "deg": deg, "m": metres}
-        rows.append(row)
-        print(json.dumps(row), flush=True)
+            emit(row)
+        compare(name, "pcreg.register", results["cpu"].transform, results["cuda"].transform)
     if args.out:
         args.out.write_text(json.dumps(rows, indent=1) + "\n")
     return 0
