@@ -151,8 +151,13 @@ def _register_scene(
     else:
         sparse: dict[tuple[str, float], bool] = {}  # each reading's voxel count, once
         candidates = _dense_objects(readings(extent), src, ref, extent, sparse)
+        # a list, not the generator: the readings it leaves out as sparse are known (and
+        # reported in ``readings``) also where the search registers before the last one; the
+        # voxel counts are made on its first step either way
         reads = (
-            _by_sampling(candidates, src, ref, sparse, keep_sparse=exhaustive, skipped=skipped)
+            list(
+                _by_sampling(candidates, src, ref, sparse, keep_sparse=exhaustive, skipped=skipped)
+            )
             if candidates
             else [Reading("metres", "", 1.0)]
         )

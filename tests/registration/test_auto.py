@@ -497,3 +497,22 @@ def test_a_pair_in_two_units_is_refused_with_the_sizes_as_given(rng):
         pcreg.register(room, other)
     spans = [float(v) for v in re.findall(r"span ([\d.e+]+) and ([\d.e+]+)", str(err.value))[0]]
     assert 4.0 < spans[0] < 6.0 and 4000.0 < spans[1] < 6000.0, str(err.value)
+
+
+@pytest.mark.data
+def test_a_reading_left_out_as_sparse_is_listed_where_a_later_one_registers():
+    """The 3DMatch demo pair in centimetres: the metres reading (a 500 m street at a 0.3-unit
+    voxel, finer than the fragments' 2.5-unit spacing) is left out, the centimetres reading
+    registers; `readings` names both (the left-out one was listed only where nothing
+    registered)."""
+    from conftest import SHARED_DATA
+
+    if not (SHARED_DATA / "geotransformer_repo").is_dir():
+        pytest.skip(f"real data not found at {SHARED_DATA}")
+    src, ref, _ = _demo(SHARED_DATA)
+    res = pcreg.register(src * 100, ref * 100)
+    assert res.registered and res.units == "centimetres"
+    by_unit = {r["units"]: r for r in res.readings}
+    assert set(by_unit) == {"centimetres", "metres"}, res.readings
+    assert by_unit["metres"]["refused"].startswith("not tried: the clouds are sparser")
+    assert by_unit["centimetres"]["best_score"] >= 0.3
