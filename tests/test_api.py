@@ -240,3 +240,26 @@ def test_max_memory_caps_the_reading_of_files(tmp_path, rng):
         np.save(tmp_path / f"{name}.npy", rng.uniform(0, 3, (2000, 3)))
     with pytest.raises(InputError, match=r"a.npy: too large to read under the memory cap"):
         pcreg.register(tmp_path / "a.npy", tmp_path / "b.npy", max_memory="20K")
+
+
+def test_the_result_checks_take_what_register_takes(tmp_path, room_pair):
+    """``against``, ``errors`` and ``uncertainty`` read paths, tensors and Open3D clouds as
+    ``register`` does (a newcomer passed the same paths and got numpy's "could not convert
+    string to float"), and refuse bad clouds with an InputError naming them."""
+    src, ref, gt = room_pair
+    write_points(tmp_path / "src.ply", src)
+    write_points(tmp_path / "ref.ply", ref)
+    paths = (str(tmp_path / "src.ply"), str(tmp_path / "ref.ply"))
+    res = register(*paths, "indoor", method="fpfh-ransac")
+    assert res.against(gt, *paths) == res.against(gt, src, ref)
+    assert res.errors(gt, paths[0]) == res.errors(gt, src)
+    cloud = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(ref))
+    assert (
+        res.against(gt, torch.from_numpy(src), cloud)["right"] == res.against(gt, src, ref)["right"]
+    )
+    u_paths, u_arrays = res.uncertainty(*paths), res.uncertainty(src, ref)
+    assert np.allclose(u_paths["covariance"], u_arrays["covariance"])
+    with pytest.raises(InputError, match="src_points"):
+        res.against(gt, src[:, :2], ref)
+    with pytest.raises(MissingFileError):
+        res.errors(gt, str(tmp_path / "nothing.ply"))

@@ -192,7 +192,10 @@ class RegistrationResult:
         ``rte_m`` 0.00087)."""
         from pcreg.errors import InputError
         from pcreg.geometry import pose_errors
+        from pcreg.registration.inputs import as_points
 
+        if src_points is not None:  # what register takes: a path, an array, a tensor, ...
+            src_points = as_points(src_points, "src_points")
         gt = np.asarray(gt_transform, np.float64)
         if gt.shape != (4, 4) or not np.isfinite(gt).all():
             raise InputError("gt_transform", f"must be a finite (4, 4) T_ref_src, got shape "
@@ -214,11 +217,12 @@ class RegistrationResult:
         """:meth:`errors` against ``gt_transform (4, 4)`` and whether they keep the promise of
         ``registered`` (``right``, and ``right_criterion``: each condition with its value;
         :func:`~pcreg.registration.promise.against_truth`), from the source ``(N, 3)`` and
-        reference ``(M, 3)`` in the input's units: what ``pcreg register --gt --json`` adds."""
+        reference ``(M, 3)`` in the input's units (anything :func:`pcreg.register` takes: paths,
+        arrays, tensors, Open3D clouds): what ``pcreg register --gt --json`` adds."""
+        from pcreg.registration.inputs import as_points
         from pcreg.registration.promise import against_truth
 
-        src = np.asarray(src_points, np.float64).reshape(-1, 3)
-        ref = np.asarray(ref_points, np.float64).reshape(-1, 3)
+        src, ref = as_points(src_points, "src_points"), as_points(ref_points, "ref_points")
         errors = self.errors(gt_transform, src)
         return {**errors, **against_truth(self, np.asarray(gt_transform, np.float64), errors,
                                           src, ref)}  # fmt: skip
@@ -232,10 +236,10 @@ class RegistrationResult:
         setting) on generated pairs and real KITTI training sweeps (BENCHMARKS.md, "Pose
         covariance coverage")."""
         from pcreg.registration.information import pose_uncertainty
+        from pcreg.registration.inputs import as_points
 
         kind = "object" if self.object else self.setting
-        src = np.asarray(src_points, np.float64).reshape(-1, 3)
-        ref = np.asarray(ref_points, np.float64).reshape(-1, 3)
+        src, ref = as_points(src_points, "src_points"), as_points(ref_points, "ref_points")
         out = pose_uncertainty(src, ref, self.transform, self.voxel_size, kind)
         if self.method_used == "object-in-scene":  # not among the calibration pairs
             out["covariance_convention"] += "; not measured on objects in scenes"
