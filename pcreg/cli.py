@@ -56,6 +56,13 @@ def build_parser() -> argparse.ArgumentParser:
         serve,
     ):
         command.add_parser(sub)
+    # -v also after the subcommand (`pcreg register SRC REF -v`, as a bug report's command
+    # line is usually written); SUPPRESS: absent there, it leaves the top level's value
+    for command_parser in {id(p): p for p in sub.choices.values()}.values():
+        if "-v" not in command_parser._option_string_actions:
+            command_parser.add_argument("-v", "--verbose", action="store_true",
+                                        default=argparse.SUPPRESS,
+                                        help="debug logging on stderr (as pcreg -v)")  # fmt: skip
     return parser
 
 

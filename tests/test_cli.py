@@ -328,3 +328,16 @@ def test_an_empty_path_or_a_folder_for_a_file_is_named(tmp_path, monkeypatch, ca
     assert stop.value.code == 2
     assert capsys.readouterr().err.strip().splitlines()[-1].endswith(f"error: {said}")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_verbose_is_taken_before_or_after_the_subcommand():
+    """`pcreg register SRC REF -v` as a bug report writes it (it said "unrecognized arguments:
+    -v", exit 2); absent after the subcommand, the top level's -v stands."""
+    from pcreg.cli import build_parser
+
+    parser = build_parser()
+    assert parser.parse_args(["register", "a.ply", "b.ply", "-v"]).verbose is True
+    assert parser.parse_args(["-v", "register", "a.ply", "b.ply"]).verbose is True
+    assert parser.parse_args(["register", "a.ply", "b.ply"]).verbose is False
+    for name, sub in _subparsers().items():
+        assert "--verbose" in sub._option_string_actions, name
