@@ -57,9 +57,11 @@ def build_parser() -> argparse.ArgumentParser:
     ):
         command.add_parser(sub)
     # -v also after the subcommand (`pcreg register SRC REF -v`, as a bug report's command
-    # line is usually written); SUPPRESS: absent there, it leaves the top level's value
+    # line is usually written); SUPPRESS: absent there, it leaves the top level's value. Not
+    # on the commands that pass their words on (Hydra overrides, a nested parser: vit, detr)
     for command_parser in {id(p): p for p in sub.choices.values()}.values():
-        if "-v" not in command_parser._option_string_actions:
+        own = set(command_parser._option_string_actions)
+        if "-v" not in own and not own <= {"-h", "--help"}:
             command_parser.add_argument("-v", "--verbose", action="store_true",
                                         default=argparse.SUPPRESS,
                                         help="debug logging on stderr (as pcreg -v)")  # fmt: skip
