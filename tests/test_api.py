@@ -81,6 +81,7 @@ def test_result_errors_are_the_textbook_quantities(room_pair):
             "rre_deg": 0.0,
             "rte_m": 0.0,
             "rmse_m": 0.0,
+            "centre_error_m": 0.0,
             "inlier_ratio": res.errors(gt)["inlier_ratio"],
         }
     )
@@ -94,6 +95,12 @@ def test_result_errors_are_the_textbook_quantities(room_pair):
     # translation part of rot @ gt minus gt's: R_rot t_gt + t_rot - t_gt
     expect = np.linalg.norm(rot[:3, :3] @ gt[:3, 3] + rot[:3, 3] - gt[:3, 3])
     assert e["rte_m"] == pytest.approx(expect, rel=1e-9)
+    # where the source lies: its centroid moved by the estimate and by the truth
+    centre = src.mean(axis=0)
+    at = np.linalg.norm((rot @ gt)[:3, :3] @ centre + (rot @ gt)[:3, 3] - gt[:3, :3] @ centre
+                        - gt[:3, 3])  # fmt: skip
+    assert res.errors(gt, src)["centre_error_m"] == pytest.approx(at, rel=1e-6)  # float32 src
+    assert "centre_error_m" not in e  # only where the points are given
     d = res.to_dict()
     assert d["transform"] == res.transform.tolist() and d["num_correspondences"] > 0
 

@@ -16,7 +16,8 @@ pytestmark = pytest.mark.open3d
 
 JSON_KEYS = {
     "transform", "method", "model", "setting", "icp", "voxel_size_m", "num_correspondences",
-    "time_s", "timings", "src", "ref", "rre_deg", "rte_m", "rmse_m", "inlier_ratio",
+    "time_s", "timings", "src", "ref", "rre_deg", "rte_m", "rmse_m", "centre_error_m",
+    "inlier_ratio",
     "confidence", "fitness", "agreement", "hypothesis", "registered", "reason", "method_used",
     "units", "object", "scale", "score", "ambiguous_with", "mirror", "readings", "estimates",
     "dropped_invalid", "read_as", "information", "covariance", "covariance_convention", "right",

@@ -126,7 +126,8 @@ def format_result(record: dict, auto: bool = False) -> str:
         if rmse is not None and record["rte_m"] > 100 * max(rmse, 1e-9):  # georeferenced
             lines.append(
                 "  (RTE, as the benchmarks define it, is the error at the coordinates' origin, "
-                "far from these clouds: RMSE is the error at their points)"
+                "far from these clouds: RMSE is the error at their points, and --json's "
+                "centre_error_m at the source's centre)"
             )
     return "\n".join(lines)
 
@@ -174,7 +175,7 @@ def run(args: argparse.Namespace) -> int:
     # what each file's points are: "points", or a mesh's vertices or surface sample, a scan
     # of an E57 file, a bag's message (io.ReadInfo.content)
     record.update(read_as=[src_info.content, ref_info.content])
-    record.update(rre_deg=None, rte_m=None, rmse_m=None, inlier_ratio=None)
+    record.update(rre_deg=None, rte_m=None, rmse_m=None, centre_error_m=None, inlier_ratio=None)
     record.update(right=None, right_criterion=None)
     if gt is not None:
         record.update(result.against(gt, src, ref))
