@@ -51,6 +51,18 @@ def test_one_pair_in_metres_millimetres_and_centimetres(demo_in_metres, factor, 
     assert np.allclose(t, metres, atol=1e-6)
 
 
+def test_the_timings_add_up_to_the_total(demo_in_metres):
+    """A newcomer summed ``timings`` and got less than ``total``: ``load`` + ``search`` +
+    ``checks`` is the whole, and the answer's own estimate (``register``, ``icp``,
+    ``verify``) lies inside ``search``. The millimetre reading tries metres first."""
+    src, ref, _ = demo_in_metres
+    for factor in (1.0, 1000.0):
+        t = pcreg.register(src * factor, ref * factor).timings
+        assert t["load"] + t["search"] + t["checks"] == pytest.approx(t["total"], abs=1e-6)
+        assert t["register"] + t["icp"] + t["verify"] <= t["search"] < t["total"], t
+        assert min(t.values()) >= 0
+
+
 def _bunny_pair(i):
     root = TRAIN / "stanford_bunny_range_scans"
     if not (root / "pairs.json").is_file():
