@@ -71,3 +71,33 @@ def test_mirror_congruence(rng, symmetric, congruent):
         pts += rng.normal(scale=0.01, size=pts.shape)
     value = mirror_congruence(pts, 0.03)
     assert (value >= CONGRUENT) is congruent, value
+
+
+def _tool(name: str):
+    """A script of ``tools/`` as a module (the fit's replay must decide as ``auto`` does)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "tools" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"tools_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize(("differs", "family", "registered"), [
+    ([0], {}, False),  # a room, FPFH + RANSAC alone at another pose than the network's
+    ([], {}, True),  # the network reached its pose
+    ([0], {"outdoor": 1.0}, True),  # streets keep it
+])  # fmt: skip
+def test_the_fits_replay_drops_unconfirmed_classical_rooms(differs, family, registered):
+    """The replay the verdict model is fitted by decides like
+    :func:`pcreg.registration.verdict.unconfirmed`."""
+    tool = _tool("verdict_set")
+    base = {"contrast": 0.9, "log_inliers": 3.0, **family}
+    rec = {"candidates": [
+        {"step": 0, "right": False, "differs": [], "features": dict(base)},
+        {"step": 1, "right": True, "differs": differs, "features": {**base, "fpfh_alone": 1.0}},
+    ]}  # fmt: skip
+    out = tool.replay(rec, [0.1, 0.99], threshold=0.5, rival=0.05, floor=0.5)
+    assert out == (registered, registered, True)

@@ -202,9 +202,25 @@ def replay(
     if not cands:
         return False, False, any_right
     steps = sorted({c["step"] for c in cands})
+
+    def differ(i: int, j: int) -> bool:
+        hi, lo = max(i, j), min(i, j)
+        return lo in cands[hi]["differs"]
+
     for k, step in enumerate(steps):
         seen = [i for i, c in enumerate(cands) if c["step"] <= step]
-        best = max(seen, key=lambda i: scores[i])
+        # FPFH + RANSAC alone, in a room, only where a network estimate reached its pose
+        # (pcreg.registration.verdict.unconfirmed)
+        network = [i for i in seen if cands[i]["features"].get("fpfh_alone", 0.0) < 0.5]
+        eligible = [i for i in seen if not (
+            network and cands[i]["features"].get("fpfh_alone", 0.0) >= 0.5
+            and family(cands[i]["features"]) == "rooms"
+            and all(differ(i, j) for j in network))]  # fmt: skip
+        if not eligible:
+            if k == len(steps) - 1:
+                return False, False, any_right
+            continue
+        best = max(eligible, key=lambda i: scores[i])
         inliers = cands[best]["features"].get("log_inliers", 0.0)
         t = threshold[family(cands[best]["features"])] if isinstance(threshold, dict) else threshold
         contrast = cands[best]["features"].get("contrast", 0.0)
