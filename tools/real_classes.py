@@ -74,10 +74,11 @@ def main(argv: list[str] | None = None) -> int:
                         result.registered,
                         result.reason,
                     )
+                    path = result.method_used or result.method
                 except InputError as err:  # refused as input: not registered
-                    transform, registered, reason = None, False, str(err)
+                    transform, registered, reason, path = None, False, str(err), ""
                 rec = judge(case, None if transform is None else np.asarray(transform), registered)
-                rec.update(index=index, seed=args.seed, reason=str(reason)[:200],
+                rec.update(index=index, seed=args.seed, reason=str(reason)[:200], path=path,
                            time_s=round(time.perf_counter() - t0, 3))  # fmt: skip
                 fh.write(json.dumps(rec) + "\n")
                 fh.flush()
