@@ -13,13 +13,13 @@ import pcreg
 import pcreg.registration.finish as finish
 
 
-def _corridor(seed: int = 0) -> np.ndarray:
-    """A floor and two walls 4 m apart with bumps on the floor every 2 m: ICP slides along the
-    corridor a little per step (metres)."""
+def _corridor(seed: int = 0, bumps: float = 0.05) -> np.ndarray:
+    """A floor and two walls 4 m apart with bumps (``bumps`` high) on the floor every 2 m:
+    ICP slides along the corridor a little per step (metres)."""
     rng = np.random.default_rng(seed)
     x = rng.uniform(0, 40, 30000)
     y = rng.uniform(-2, 2, 30000)
-    floor = np.column_stack([x, y, 0.05 * np.sin(x * np.pi)])
+    floor = np.column_stack([x, y, bumps * np.sin(x * np.pi)])
     walls = [np.column_stack([rng.uniform(0, 40, 5000), np.full(5000, side),
                               rng.uniform(0, 3, 5000)]) for side in (-2.0, 2.0)]  # fmt: skip
     return np.vstack([floor, *walls])
@@ -42,6 +42,24 @@ def test_an_icp_still_moving_at_its_cap_goes_on(monkeypatch):
     # below the pipeline's own cap (the mirror check's 20-step ICP) nothing goes on
     short = finish.refine(start, plan, cloud, cloud, icp_iterations=2)
     assert short.iterations == 2
+
+
+def test_an_icp_that_only_creeps_at_its_cap_stops_after_the_probe(monkeypatch):
+    """A KITTI pair under 0.4 m noise crept 0.4 voxel in 100 steps past the cap, fitting no
+    better, and its 200 steps took 3.5 s: ICP goes on only where the probe's steps move the
+    source's points ``ICP_MOVING`` voxels. Here the same slide, judged against a bar it
+    does not reach, stops after the probe."""
+    cloud = _corridor(bumps=0.01)  # settles in 10 steps from 0.5 m
+    start = np.eye(4)
+    start[:3, 3] = [0.5, 0.1, 0.0]
+    plan = SimpleNamespace(voxel=0.1)
+    monkeypatch.setattr(finish, "ICP_ITERATIONS", 3)
+    monkeypatch.setattr(finish, "ICP_PROBE", 2)
+    went_on = finish.refine(start, plan, cloud, cloud, icp_iterations=3)
+    monkeypatch.setattr(finish, "ICP_MOVING", 1e6)  # no slide is fast enough
+    stopped = finish.refine(start, plan, cloud, cloud, icp_iterations=3)
+    assert stopped.iterations == 3 + 2 < went_on.iterations
+    assert np.linalg.norm(stopped.transform[:3, 3]) > 0.05  # it had not settled
 
 
 @pytest.mark.data
