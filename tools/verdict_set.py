@@ -216,11 +216,7 @@ def replay(
             network and cands[i]["features"].get("fpfh_alone", 0.0) >= 0.5
             and family(cands[i]["features"]) == "rooms"
             and all(differ(i, j) for j in network))]  # fmt: skip
-        if not eligible:
-            if k == len(steps) - 1:
-                return False, False, any_right
-            continue
-        best = max(eligible, key=lambda i: scores[i])
+        best = max(eligible, key=lambda i: scores[i])  # never empty: the network's stay
         inliers = cands[best]["features"].get("log_inliers", 0.0)
         t = threshold[family(cands[best]["features"])] if isinstance(threshold, dict) else threshold
         contrast = cands[best]["features"].get("contrast", 0.0)

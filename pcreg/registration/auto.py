@@ -103,7 +103,7 @@ def register_auto(
         if pipe.strict and found.registered:  # one path only: nothing to cross-check with
             found.rejected = ("ambiguous under --strict: the object-in-scene search has no "
                               "independent second path to cross-check its pose with")  # fmt: skip
-        return found
+        return _add_up(found, start, time.perf_counter())  # its checks are its search's
 
     ratio = inside_ratio(src, ref)
     inside = pipe.model is None and not exhaustive and ratio <= MAX_INSIDE_RATIO
@@ -117,9 +117,25 @@ def register_auto(
         return searched_inside()
     mirror = result.verdict is not None and result.verdict.reason.startswith("mirror:")
     if inside and ratio > INSIDE_FALLBACK_RATIO and not result.registered and not mirror:
+        checked = result.timings["total"]  # the scene search's end, with its checks
         found = searched_inside()
         if found.registered:
             return found
+        # the scene search's answer stands; the object-in-scene search was searching too
+        inside_s = found.timings["total"] - checked
+        result.timings["search"] += inside_s
+        result.timings["total"] += inside_s
+    return result
+
+
+def _add_up(result: RegistrationResult, start: float, searched: float) -> RegistrationResult:
+    """``result``'s ``timings`` with ``search`` (from ``start`` to ``searched``, every reading
+    and step), ``checks`` (from then to now: the checks of its answer) and ``total`` (their
+    sum), beside the stages of the answer's own estimate (``register``, ``icp``, ``verify``,
+    or the object-in-scene search's ``places``, ``poses``, ``verify``), which lie inside
+    ``search`` (a newcomer summed them all and got a fifth of the total)."""
+    end = time.perf_counter()
+    result.timings.update(search=searched - start, checks=end - searched, total=end - start)
     return result
 
 
@@ -247,12 +263,7 @@ def _register_scene(
     result = verdict.best.result
     result.verdict = verdict
     result.readings = tried
-    # ``search`` (every reading and step, from ``start``) + ``checks`` (the scale hold, mirror
-    # and --strict checks of its answer) = ``total``; ``register``, ``icp`` and ``verify``
-    # split the answer's own estimate, inside ``search`` (a newcomer summed them all)
-    end = time.perf_counter()
-    result.timings.update(search=searched - start, checks=end - searched, total=end - start)
-    return result
+    return _add_up(result, start, searched)  # the checks: scale hold, mirror, --strict
 
 
 def _in_given_units(

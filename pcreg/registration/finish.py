@@ -48,7 +48,7 @@ ICP_MORE = 100
 #: 4.4 voxels in 10 steps); the KITTI pair 94 -> 95 under 0.4 m Gaussian noise, registered
 #: right, crept: its points moved 0.024 m (0.08 voxel) in the 10 steps after the cap and
 #: 0.12 m in 100, its fitness 0.787 before and 0.786 after, and the 200 steps took 3.5 s of
-#: its 6.3 s (51,000 points at 0.3 m; 4.6 s in all with this rule)
+#: its 6.2-6.3 s (51,000 points at 0.3 m; 4.6 s in all with this rule)
 ICP_PROBE = 10
 ICP_MOVING = 0.5
 
@@ -187,7 +187,8 @@ def refine(
         moves += (probe.transform - out.transform)[:3, 3]  # each source point's step
         moved = float(np.sqrt((moves**2).sum(axis=1).mean()))
         more = probe
-        if probe.iterations >= ICP_PROBE and moved >= ICP_MOVING * plan.voxel:
+        going = probe.iterations >= ICP_PROBE and moved >= ICP_MOVING * plan.voxel
+        if going and ICP_MORE > ICP_PROBE:
             more = icp_refine(src_down, ref_down, probe.transform, plan.voxel,
                               ICP_MORE - ICP_PROBE, tolerance=ICP_TOLERANCE)  # fmt: skip
             more = replace(more, iterations=probe.iterations + more.iterations)

@@ -103,7 +103,9 @@ class RegistrationResult:
             the other path registered a different transform).
         hypothesis: the orientation hypothesis that won (``"identity"``, ``"cube 5"``, ...;
             ``""`` for the classical method).
-        timings: seconds per stage (``load``, ``register``, ``icp``) and ``total``.
+        timings: seconds per stage (``register``, ``icp``, ``verify`` of the answer's own
+            estimate) and ``total``; ``method="auto"`` adds ``search`` and ``checks``, and
+            :func:`pcreg.register` ``load``: ``load`` + ``search`` + ``checks`` = ``total``.
     """
 
     transform: np.ndarray
@@ -205,11 +207,11 @@ class RegistrationResult:
             raise InputError("gt_transform", f"must be a finite (4, 4) T_ref_src, got shape "
                              f"{gt.shape}")  # fmt: skip
         out = pose_errors(self.transform, gt, src_points)
-        if src_points is not None and len(src_points):
-            centre = src_points.mean(axis=0)
+        if src_points is not None and len(src_points):  # the verdict's own pose distance
+            from pcreg.registration.verdict import pose_distance
+
             est = np.asarray(self.transform, np.float64)
-            out["centre_error_m"] = float(np.linalg.norm(
-                (est[:3, :3] - gt[:3, :3]) @ centre + est[:3, 3] - gt[:3, 3]))  # fmt: skip
+            out["centre_error_m"] = pose_distance(est, gt, src_points.mean(axis=0))[1]
         for key in ("rte_m", "rmse_m", "centre_error_m"):
             if out.get(key) is not None:
                 out[key] = float(out[key]) * self.metres_per_unit

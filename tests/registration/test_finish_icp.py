@@ -55,8 +55,21 @@ def test_an_icp_that_only_creeps_at_its_cap_stops_after_the_probe(monkeypatch):
     plan = SimpleNamespace(voxel=0.1)
     monkeypatch.setattr(finish, "ICP_ITERATIONS", 3)
     monkeypatch.setattr(finish, "ICP_PROBE", 2)
+    # how far the probe's 2 steps move the source's voxelised points, in voxels
+    from pcreg.baselines.icp import icp_refine
+    from pcreg.geometry.clouds import downsample_with_normals
+
+    down = downsample_with_normals(cloud, plan.voxel)
+    capped = icp_refine(down, down, start, plan.voxel, 3, tolerance=finish.ICP_TOLERANCE)
+    probe = icp_refine(down, down, capped.transform, plan.voxel, 2,
+                       tolerance=finish.ICP_TOLERANCE)  # fmt: skip
+    diff = probe.transform - capped.transform
+    steps = np.asarray(down.points) @ diff[:3, :3].T + diff[:3, 3]
+    moved = np.sqrt((steps**2).sum(axis=1).mean()) / plan.voxel
+    assert moved > 0.1
+    monkeypatch.setattr(finish, "ICP_MOVING", 0.99 * moved)
     went_on = finish.refine(start, plan, cloud, cloud, icp_iterations=3)
-    monkeypatch.setattr(finish, "ICP_MOVING", 1e6)  # no slide is fast enough
+    monkeypatch.setattr(finish, "ICP_MOVING", 1.01 * moved)  # just too slow to go on
     stopped = finish.refine(start, plan, cloud, cloud, icp_iterations=3)
     assert stopped.iterations == 3 + 2 < went_on.iterations
     assert np.linalg.norm(stopped.transform[:3, 3]) > 0.05  # it had not settled

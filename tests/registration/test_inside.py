@@ -39,6 +39,9 @@ def test_an_object_cropped_from_a_scene_registers_either_way(crop, swap):
     assert result.method_used == "object-in-scene" and result.units == "metres"
     assert _right(result, crop, src), result.transform
     assert result.to_dict()["readings"][0]["inside"] is True
+    t = result.timings  # the object-in-scene search's stages lie inside its search
+    assert t["load"] + t["search"] + t["checks"] == pytest.approx(t["total"], abs=1e-6)
+    assert t["places"] + t["poses"] <= t["search"], t
 
 
 def test_an_object_in_a_scene_in_millimetres_reports_in_its_units(crop):

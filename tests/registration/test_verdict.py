@@ -127,22 +127,46 @@ def test_fpfh_alone_in_a_room_registers_only_where_the_network_reached_its_pose(
     times in 14."""
     classical, net = _fpfh_alone(np.eye(4), 0.99), _cand(_turned(90), 0.3)
     out = V.judge([net, classical], MODEL, CENTRE, DIAGONAL)
-    assert not out.registered and out.best is net, out.reason
-    assert "FPFH + RANSAC's pose scored 0.99 but no network estimate reached it" in out.reason
+    # refused, offering the best-scored estimate as its best effort, and saying why
+    assert not out.registered and out.best is classical, out.reason
+    assert out.reason == (
+        "FPFH + RANSAC's pose (score 0.99) is not confirmed: no estimate of the network "
+        "reached it, and in a room the classical path alone does not register (the network's "
+        "best: no estimate is trustworthy (best score 0.12 < 0.90, 2 estimates tried): the "
+        "clouds may be unrelated, not overlap, or have no rigid alignment)"
+    )
     assert V.unconfirmed([net, classical], CENTRE, DIAGONAL) == [1]
+    assert classical.unconfirmed and classical.summary()["unconfirmed"] is True
+    assert net.summary()["unconfirmed"] is False
     # the network at the same pose (3 deg, 2 % of the diagonal away) confirms it
     classical, net = _fpfh_alone(np.eye(4), 0.99), _cand(_turned(3, 0.2), 0.3)
     out = V.judge([net, classical], MODEL, CENTRE, DIAGONAL)
-    assert out.registered and out.best is classical
+    assert out.registered and out.best is classical and not classical.unconfirmed
     assert V.unconfirmed([net, classical], CENTRE, DIAGONAL) == []
 
 
-def test_fpfh_alone_still_registers_objects_streets_and_the_classical_method():
+def test_an_unconfirmed_pose_that_would_not_register_alone_is_refused_as_before():
+    """The refusal is then the one it had before the rule: its own."""
+    weak = _fpfh_alone(np.eye(4), 0.7)  # scores 0.88, under the threshold 0.9
+    out = V.judge([_cand(_turned(90), 0.3), weak], MODEL, CENTRE, DIAGONAL)
+    assert out.best is weak and out.reason.startswith("no estimate is trustworthy (best score "
+                                                      "0.88 < 0.90"), out.reason  # fmt: skip
+    chance = _fpfh_alone(np.eye(4), 0.99)
+    chance.result.verification = Verification(10, 1000, 0.075, 0.99, 0.2)  # 10 inliers
+    out = V.judge([_cand(_turned(90), 0.3), chance], MODEL, CENTRE, DIAGONAL)
+    assert out.best is chance and out.reason.endswith("no overlap found"), out.reason
+    # a network estimate that registers stands (the unconfirmed pose scoring under it)
+    net = _cand(_turned(90), 0.99)
+    out = V.judge([net, _fpfh_alone(np.eye(4), 0.6)], MODEL, CENTRE, DIAGONAL)
+    assert out.registered and out.best is net
+
+
+def test_fpfh_alone_still_registers_streets_and_the_classical_method():
     """Real KITTI crops registered right on it, the network run from its pose going
     elsewhere."""
-    for fam in ({"object_reading": 1.0}, {"outdoor": 1.0}):
-        classical, net = _fpfh_alone(np.eye(4), 0.99, **fam), _cand(_turned(90), 0.3)
-        assert V.judge([net, classical], MODEL, CENTRE, DIAGONAL).best is classical
+    classical, net = _fpfh_alone(np.eye(4), 0.99, outdoor=1.0), _cand(_turned(90), 0.3)
+    out = V.judge([net, classical], MODEL, CENTRE, DIAGONAL)
+    assert out.registered and out.best is classical
     # no network estimate at all: nothing to confirm with (method="fpfh-ransac")
     only = _fpfh_alone(np.eye(4), 0.99)
     assert V.judge([only], MODEL, CENTRE, DIAGONAL).registered
@@ -150,10 +174,15 @@ def test_fpfh_alone_still_registers_objects_streets_and_the_classical_method():
 
 def test_an_unconfirmed_classical_pose_stays_a_rival():
     """Dropped as an answer, FPFH + RANSAC's pose still counts as a different pose nearly as
-    well supported."""
-    net, classical = _cand(np.eye(4), 0.97), _fpfh_alone(_turned(90), 0.96)
+    well supported (here better: the refusal is its own, as before the rule)."""
+    net, classical = _cand(np.eye(4), 0.97), _fpfh_alone(_turned(90), 0.99)
     out = V.judge([net, classical], MODEL, CENTRE, DIAGONAL)
-    assert not out.registered and out.best is net and out.rival is classical
+    assert not out.registered and out.best is classical and out.rival is net
+    assert out.reason.startswith("ambiguous: two poses 90.0 deg and 0 mm apart are nearly as "
+                                 "well supported (scores 0.993 and 0.991)"), out.reason  # fmt: skip
+    net = _cand(np.eye(4), 0.99)  # the network's pose scores higher: it is the answer refused
+    out = V.judge([net, _fpfh_alone(_turned(90), 0.97)], MODEL, CENTRE, DIAGONAL)
+    assert not out.registered and out.best is net and out.reason.startswith("ambiguous")
 
 
 def test_pose_distance():
