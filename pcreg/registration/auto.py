@@ -255,7 +255,7 @@ def _register_scene(
 
         finer_reading_check(verdict, found, src + origins[0], ref + origins[1])
     if verdict.registered and not exhaustive:
-        _mirror_check(pipe, verdict, src, ref, names, origins, start)
+        _mirror_check(pipe, verdict, src, ref, names, origins, start, model.score)
     for cand in found:  # the searches' pyramids and networks: neither kept nor pickled
         cand.mirror = None
     if verdict.registered and pipe.strict:
@@ -282,9 +282,10 @@ def _in_given_units(
     return err
 
 
-def _mirror_check(pipe, verdict, src, ref, names, origins, start) -> None:
+def _mirror_check(pipe, verdict, src, ref, names, origins, start, score=None) -> None:
     """The mirror check (:func:`~pcreg.registration.mirror.mirror_check`): the source's
-    mirror image searched by the step that made the best estimate, under its reading."""
+    mirror image searched by the step that made the best estimate, under its reading, and
+    its estimates scored by ``score`` (the verdict model's)."""
     from pcreg.registration.mirror import mirror_check, mirrored
 
     def mirror_fits(best: Candidate) -> list[dict[str, float]]:
@@ -300,7 +301,7 @@ def _mirror_check(pipe, verdict, src, ref, names, origins, start) -> None:
         )
         return [c.features for c in found]
 
-    mirror_check(verdict, mirror_fits)
+    mirror_check(verdict, mirror_fits, score)
 
 
 def _strict(pipe, verdict, found, centre, diagonal, src, ref, names, origins, start) -> None:
