@@ -255,7 +255,7 @@ def _register_scene(
 
         finer_reading_check(verdict, found, src + origins[0], ref + origins[1])
     if verdict.registered and not exhaustive:
-        _mirror_check(pipe, verdict, src, ref, names, origins, start, model.score)
+        _mirror_check(pipe, verdict, src, ref, names, origins, start)
     for cand in found:  # the searches' pyramids and networks: neither kept nor pickled
         cand.mirror = None
     if verdict.registered and pipe.strict:
@@ -282,10 +282,9 @@ def _in_given_units(
     return err
 
 
-def _mirror_check(pipe, verdict, src, ref, names, origins, start, score=None) -> None:
+def _mirror_check(pipe, verdict, src, ref, names, origins, start) -> None:
     """The mirror check (:func:`~pcreg.registration.mirror.mirror_check`): the source's
-    mirror image searched by the step that made the best estimate, under its reading, and
-    its estimates scored by ``score`` (the verdict model's)."""
+    mirror image searched by the step that made the best estimate, under its reading."""
     from pcreg.registration.mirror import mirror_check, mirrored
 
     def mirror_fits(best: Candidate) -> list[dict[str, float]]:
@@ -301,7 +300,7 @@ def _mirror_check(pipe, verdict, src, ref, names, origins, start, score=None) ->
         )
         return [c.features for c in found]
 
-    mirror_check(verdict, mirror_fits, score)
+    mirror_check(verdict, mirror_fits)
 
 
 def _strict(pipe, verdict, found, centre, diagonal, src, ref, names, origins, start) -> None:

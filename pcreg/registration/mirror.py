@@ -98,7 +98,6 @@ __all__ = [
     "CONGRUENT_FIT",
     "MIRROR_RANK_RATIO",
     "MIRROR_RATIO",
-    "MIRROR_SCORE",
     "REFLECTION",
     "mirror_check",
     "mirrored",
@@ -117,23 +116,6 @@ MIRROR_RATIO = 1.2
 #: this share of the source's best (module doc: on generated rooms refused mirrors ranked
 #: 1.11-3.97x, right pairs 0.39-1.47x; a right pair above it pays for the check)
 MIRROR_RANK_RATIO = 1.0
-#: the verdict's score of the mirror image's best estimate from which, where it is above the
-#: source's own, a registration is refused: the mirror image registers confidently, and
-#: better than the source. The fit alone needs :data:`CONGRUENT_FIT`, which a mirrored scan
-#: overlapping its reference in part never reaches (3DMatch fragment 6 mirrored against 5,
-#: 0.71 both ways: 5 of the rooms' 20 mirror draws of ``tools/real_classes.py``, seeds 5
-#: and 6, registered), but the verdict scores its mirror image's estimate (the original,
-#: right) 0.95-0.96 against the mirrored source's 0.34-0.63. Generated box rooms are nearly
-#: mirror-symmetric, so a right registration's mirror image can register too: on seeds
-#: 3,000,500-3,000,523 (4 pairs each and their mirrored sources; 19 registrations gave the
-#: mirror image an estimate) right ones' mirror images scored 0.73, 0.59 and 0.98 (theirs
-#: 0.96, 0.49 and 0.33), the suite's demo room at every 2nd point 0.82 (its own 0.37), the
-#: wrong ones' 0.01-0.99. A rule on the margin alone (0.1 above the source) refused 10 wrong
-#: and 2 right there, and on fresh seeds 3,000,900-3,000,923 (32 such) 13 wrong and 1 right;
-#: this one 9 wrong and 1 right, and 21 wrong and 1 right (both rules written down before
-#: the fresh seeds ran). Right registrations rarely reach the check: the ranking screen
-#: (:data:`MIRROR_RANK_RATIO`) spares most (both real 3DMatch pairs)
-MIRROR_SCORE = 0.9
 #: the reflection: x -> -x in the working frame (any one reflection serves: the search is
 #: rigid, so it covers every improper motion)
 REFLECTION = np.diag([-1.0, 1.0, 1.0])
@@ -149,56 +131,34 @@ def mirrored(points: np.ndarray) -> np.ndarray:
     return points * np.diag(REFLECTION)
 
 
-def mirror_check(
-    verdict: Any,
-    mirror_fits: Callable[[Any], list[dict[str, float]]],
-    score: Callable[[dict[str, float]], float] | None = None,
-) -> None:
+def mirror_check(verdict: Any, mirror_fits: Callable[[Any], list[dict[str, float]]]) -> None:
     """Turn a registered ``verdict`` to not registered where the source's mirror image fits
     the reference :data:`MIRROR_RATIO` times as well as the source or better, and at least
-    :data:`CONGRUENT_FIT` both ways (module doc), or where the verdict's model (``score``)
-    scores the mirror image's estimate at least :data:`MIRROR_SCORE` and above the source's; a
-    no-op where the best estimate fits :data:`CONGRUENT_FIT` both ways, was made under an
-    object reading of the units, or the verdict is not registered.
+    :data:`CONGRUENT_FIT` both ways (module doc); a no-op where the best estimate fits
+    :data:`CONGRUENT_FIT` both ways, was made under an object reading of the units, or the
+    verdict is not registered.
 
-    ``mirror_fits(best)``: the measurements (:data:`~pcreg.registration.verdict.FEATURES`,
-    ``fitness`` and ``reverse_fitness`` at least) of the estimates of the source's mirror
-    image by the search that made ``best`` (a :class:`~pcreg.registration.verdict.Candidate`)
-    under its reading of the units; it may raise :class:`~pcreg.errors.InputError` (the
-    mirror image refused: no check). ``score``: the verdict model's score of a measurement
-    dict (the reading's own measurements are the source's). Sets ``verdict.mirror`` to
-    ``{"fit", "mirror_fit", "score", "mirror_score"}`` where the check ran."""
+    ``mirror_fits(best)``: the measurements (``fitness``, ``reverse_fitness``) of the
+    estimates of the source's mirror image by the search that made ``best`` (a
+    :class:`~pcreg.registration.verdict.Candidate`) under its reading of the units; it may
+    raise :class:`~pcreg.errors.InputError` (the mirror image refused: no check). Sets
+    ``verdict.mirror`` to ``{"fit", "mirror_fit"}`` where the check ran."""
     if not verdict.registered or verdict.best is None or verdict.best.result.object:
         return  # objects: the verdict refuses their mirrors (module doc)
-    best = verdict.best
-    fit = _two_way(best.features)
+    fit = _two_way(verdict.best.features)
     if fit >= CONGRUENT_FIT:
         return
     try:
-        found = mirror_fits(best)
+        found = mirror_fits(verdict.best)
     except InputError as err:  # the mirror image is refused where the source was not
         logger.info("mirror check: the mirror image was refused (%s)", err)
         return
     other = max((_two_way(f) for f in found), default=None)
-    rated = None  # the mirror image's best estimate as the verdict scores it
-    if score is not None and found:
-        rated = max(score({**best.features, **f}) for f in found)
     verdict.mirror = {"fit": round(fit, 4),
-                      "mirror_fit": None if other is None else round(other, 4),
-                      "score": round(float(best.score), 4),
-                      "mirror_score": None if rated is None else round(rated, 4)}  # fmt: skip
+                      "mirror_fit": None if other is None else round(other, 4)}  # fmt: skip
     logger.info("mirror check: the source fits %.3f both ways, its mirror image %s", fit,
                 "no estimate (screened out by the ranking, or none found)" if other is None
-                else f"{other:.3f} (scores {best.score:.2f} and {rated})")  # fmt: skip
-    if rated is not None and rated >= MIRROR_SCORE and rated > best.score:
-        verdict.registered = False
-        verdict.reason = (
-            f"mirror: the source's mirror image registers better than the source does (the "
-            f"verdict scores it {rated:.2f} against {best.score:.2f}): the scans may be mirror "
-            "images of each other (a flipped axis or a left-handed frame); no rigid motion "
-            "maps one onto the other"
-        )
-        return
+                else f"{other:.3f}")  # fmt: skip
     if other is None or other < max(MIRROR_RATIO * fit, CONGRUENT_FIT):
         return
     verdict.registered = False
