@@ -24,6 +24,19 @@ __all__ = ["add_parser", "format_result", "run"]
 logger = logging.getLogger(__name__)
 
 
+def _units(text: str) -> str:
+    """``--units``: a unit of :data:`pcreg.registration.scale.UNITS`, or another spelling
+    of one (``m``, ``mm``, ``cm``, ``meters``, ...)."""
+    from pcreg.registration.scale import UNITS, unit_name
+
+    name = unit_name(text)
+    if name not in UNITS:
+        raise argparse.ArgumentTypeError(
+            f"unknown unit {text!r}: use one of {', '.join(UNITS)} (or m, mm, cm)"
+        )
+    return name
+
+
 def add_parser(sub) -> None:
     cmd = sub.add_parser(
         "register",
@@ -60,8 +73,9 @@ def add_parser(sub) -> None:
     )
     cmd.add_argument(
         "--units",
-        choices=("metres", "millimetres", "centimetres", "object"),
+        type=_units,
         default=None,
+        metavar="{metres,millimetres,centimetres,object}",
         help="auto: the input's unit (default: read from the clouds' extent and sampling; "
         "--json lists the readings tried with their scores); 'object' registers a scan of "
         "any size as an object",

@@ -221,10 +221,12 @@ class Registration:
         self.networks = networks or NetworkCache()
         self.max_memory = None if max_memory is None else parse_size(max_memory, "max_memory")
         self.strict = strict
-        from pcreg.registration.scale import UNITS
+        from pcreg.registration.scale import UNITS, unit_name
 
+        units = None if units is None else unit_name(units)
         if units is not None and units not in UNITS:
-            raise InputError("units", f"unknown unit {units!r}; use one of {', '.join(UNITS)}")
+            raise InputError("units", f"unknown unit {units!r}; use one of {', '.join(UNITS)} "
+                             "(or m, mm, cm)")  # fmt: skip
         if units is not None and (method != "auto" or model is not None):
             raise InputError("units", "names the unit for --method auto without --model only "
                              "(a named model or method takes metres)")  # fmt: skip

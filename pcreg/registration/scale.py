@@ -43,9 +43,11 @@ __all__ = [
     "OBJECT_EXTENT",
     "OUTDOOR_BAND",
     "UNITS",
+    "UNIT_ALIASES",
     "Reading",
     "reading_for",
     "readings",
+    "unit_name",
 ]
 
 #: extents (metres) registered as rooms by ``indoor`` and as streets / sites by ``outdoor``
@@ -63,6 +65,20 @@ _UNITS = (("metres", 1.0), ("millimetres", 0.001), ("centimetres", 0.01))
 UNITS = ("metres", "millimetres", "centimetres", "object")
 #: metres per input unit, by the unit a pair was read in
 METRES_PER_UNIT = dict(_UNITS)
+#: other spellings of :data:`UNITS` a user may write (a newcomer's ``--units meters`` was
+#: refused): symbols, singulars and the American spellings
+UNIT_ALIASES = {
+    **{a: "metres" for a in ("m", "metre", "meter", "meters")},
+    **{a: "millimetres" for a in ("mm", "millimetre", "millimeter", "millimeters")},
+    **{a: "centimetres" for a in ("cm", "centimetre", "centimeter", "centimeters")},
+}
+
+
+def unit_name(text: str) -> str:
+    """The unit of :data:`UNITS` that ``text`` names (any case; :data:`UNIT_ALIASES` too);
+    ``text`` itself where it names none (the caller refuses it)."""
+    key = text.strip().lower()
+    return key if key in UNITS else UNIT_ALIASES.get(key, text)
 
 
 @dataclass(frozen=True)

@@ -57,3 +57,37 @@ def test_a_room_is_not_also_read_as_an_object_of_the_same_size():
 
 def test_nothing_fits_a_cloud_of_a_thousand_kilometres():
     assert _r(1e9) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "unit"),
+    [("m", "metres"), ("Meters", "metres"), ("mm", "millimetres"),
+     ("centimeter", "centimetres"), ("object", "object"), ("furlongs", "furlongs")],
+)  # fmt: skip
+def test_a_unit_may_be_written_as_people_write_it(text, unit):
+    """A newcomer's ``--units meters`` was refused (only ``metres`` was taken)."""
+    from pcreg.registration.scale import unit_name
+
+    assert unit_name(text) == unit
+
+
+def test_the_command_line_takes_the_spellings_and_refuses_others_in_one_line(capsys):
+    from pcreg.cli import main
+    from pcreg.commands.register import _units
+
+    assert _units("mm") == "millimetres"
+    with pytest.raises(SystemExit) as out:
+        main(["register", "a.npy", "b.npy", "--units", "furlongs"])
+    assert out.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err == ("pcreg register: error: argument --units: unknown unit 'furlongs': use one "
+                   "of metres, millimetres, centimetres, object (or m, mm, cm)")  # fmt: skip
+
+
+def test_the_python_api_takes_the_spellings_too():
+    from pcreg.errors import InputError
+    from pcreg.registration.pipeline import Registration
+
+    assert Registration(method="auto", units="mm").units == "millimetres"
+    with pytest.raises(InputError, match="unknown unit 'furlongs'"):
+        Registration(method="auto", units="furlongs")
