@@ -197,7 +197,7 @@ class RegistrationResult:
         ``centre_error_m`` is the error where the source lies (its centroid's displacement
         between the two poses, metres)."""
         from pcreg.errors import InputError
-        from pcreg.geometry import pose_errors
+        from pcreg.geometry.pose_errors import pose_errors_np
         from pcreg.registration.inputs import as_points
 
         if src_points is not None:  # what register takes: a path, an array, a tensor, ...
@@ -206,7 +206,7 @@ class RegistrationResult:
         if gt.shape != (4, 4) or not np.isfinite(gt).all():
             raise InputError("gt_transform", f"must be a finite (4, 4) T_ref_src, got shape "
                              f"{gt.shape}")  # fmt: skip
-        out = pose_errors(self.transform, gt, src_points)
+        out = pose_errors_np(self.transform, gt, src_points)  # numpy: no torch to import
         if src_points is not None and len(src_points):  # the verdict's own pose distance
             from pcreg.registration.verdict import pose_distance
 
