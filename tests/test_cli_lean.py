@@ -49,7 +49,7 @@ def exported():
 
 def test_register_on_the_real_indoor_pair_loads_no_heavy_library(exported, shared_data):
     demo = shared_data / "geotransformer_repo" / "demo"
-    # with --gt too: its errors are numpy's (pcreg.geometry.pose_errors; torch's metrics cost
+    # with --gt too: its errors are numpy's (pcreg.geometry.lean_metrics; torch's metrics cost
     # 0.7-0.9 s of import there)
     args = [str(demo / "src.npy"), str(demo / "ref.npy"), "--gt", str(demo / "gt.npy")]
     state, record = _register(args)

@@ -197,7 +197,7 @@ class RegistrationResult:
         ``centre_error_m`` is the error where the source lies (its centroid's displacement
         between the two poses, metres)."""
         from pcreg.errors import InputError
-        from pcreg.geometry.pose_errors import pose_errors_np
+        from pcreg.geometry.lean_metrics import pose_errors_np
         from pcreg.registration.inputs import as_points
 
         if src_points is not None:  # what register takes: a path, an array, a tensor, ...

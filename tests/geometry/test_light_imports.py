@@ -12,7 +12,7 @@ MODULES = (
     "pcreg.geometry.manhattan",
     "pcreg.geometry.cube_ranking",
     "pcreg.geometry.clouds",
-    "pcreg.geometry.pose_errors",
+    "pcreg.geometry.lean_metrics",
     "pcreg.baselines.icp",
     "pcreg.registration.verify",
     "pcreg.registration.verdict",

@@ -1,7 +1,8 @@
 """The errors of one estimated pose against a truth, in numpy: the quantities of
 :func:`pcreg.geometry.metrics.pose_errors` (RRE, RTE, RMSE) without torch, for the command
 line's lean path (``pcreg register --gt`` imported torch for them: 0.7-0.9 s of a 1 s command,
-issue #44)."""
+issue #44). Not named ``pose_errors``: a submodule of that name would replace the package's
+lazily exported :func:`pcreg.geometry.pose_errors` once imported."""
 
 from __future__ import annotations
 
