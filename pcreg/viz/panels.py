@@ -142,7 +142,13 @@ def correspondence_panel(
         return max(w, h) / max(min(w, h), 1e-12)
 
     axis = min((0, 1), key=squareness)
-    offset = 1.15 * spans[axis] * (major if axis == 0 else middle)
+    # the moved source's near edge 15 % of the reference's span beyond its far edge: a source
+    # as large as the reference ends up 1.15 spans over, and a small crop found at the
+    # reference's edge just beside it (at 1.15 spans from where it lies it left the frame)
+    direction = major if axis == 0 else middle
+    along = transform_points(src, transform) @ direction
+    beyond = float((ref @ direction).max()) + 0.15 * spans[axis]
+    offset = (beyond - float(along.min())) * direction
     src_c, ref_c = (np.asarray(c, np.float64).reshape(-1, 3) for c in correspondences)
     total = len(src_c)
     keep = np.linspace(0, total - 1, min(max_lines, total)).astype(int) if total else []

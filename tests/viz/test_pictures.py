@@ -163,6 +163,21 @@ def test_correspondences_are_green_within_the_stated_radius_and_pale_beyond(rng)
     assert "100% within 60 cm under the estimate" in caption
 
 
+@pytest.mark.open3d
+def test_a_small_crop_found_at_the_edge_stays_in_the_correspondence_panel(shared_data):
+    """A 0.15 x 0.22 x 0.24 m box of the 3DMatch demo reference (a newcomer's crop) was set
+    1.15 scan spans from where it lies and left the picture (its lines ran off the bottom):
+    now it sits just beside the reference, and its points are drawn."""
+    ref = np.load(shared_data / "geotransformer_repo" / "demo" / "ref.npy").astype(np.float64)
+    box = np.array([[-1.177, 0.191, 1.885], [-1.031, 0.409, 2.121]])  # metres
+    crop = ref[np.all((ref >= box[0]) & (ref <= box[1]), axis=1)]
+    assert len(crop) == 162
+    _, image = correspondence_panel(crop, ref, np.eye(4), (crop, crop), radius=0.1)
+    pixels = image.reshape(-1, 3).astype(int)
+    orange = (np.abs(pixels - [242, 140, 13]) < 40).all(1).sum()
+    assert orange > 50, orange
+
+
 def test_odometry_map_has_a_colour_bar_and_a_marked_trajectory(rng, tmp_path):
     import matplotlib.pyplot as plt
 
