@@ -37,8 +37,9 @@ def build_parser() -> argparse.ArgumentParser:
         view,
     )
     from pcreg.commands import map as map_command  # "map" would hide the builtin here
+    from pcreg.commands._parser import OneLineParser
 
-    parser = argparse.ArgumentParser(prog="pcreg", description="3-D point-cloud registration.")
+    parser = OneLineParser(prog="pcreg", description="3-D point-cloud registration.")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging on stderr")
     sub = parser.add_subparsers(dest="command", required=True)
     # the order of the help listing: benchmark, register, batch, manifest, odometry, view,

@@ -343,3 +343,24 @@ def test_verbose_is_taken_before_or_after_the_subcommand():
         own = set(sub._option_string_actions)
         assert "--verbose" in own or own <= {"-h", "--help"}, name
     assert "--verbose" in _subparsers()["map"]._option_string_actions
+
+
+@pytest.mark.parametrize(
+    "argv, named",
+    [
+        (["register", "a.ply"], "ref"),
+        (["register", "a.ply", "b.ply", "--voxel-size", "abc"], "--voxel-size"),
+        (["regster", "a.ply", "b.ply"], "regster"),
+        (["map"], "pcreg map"),
+        (["detr", "predict", "--threshold", "x", "a.png"], "--threshold"),
+    ],
+)
+def test_an_argument_error_is_one_line(capsys, argv, named):
+    """The contract for bad input: one line naming the argument and the problem, exit 2
+    (argparse printed its whole usage block before the line: 10 lines for ``register``)."""
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2
+    assert err.count("\n") == 1 and err.endswith("\n"), err
+    assert "usage:" not in err and named in err and ": error: " in err and "--help" in err, err

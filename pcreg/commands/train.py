@@ -162,13 +162,13 @@ def run_detr_predict(argv: list[str]) -> int:
     """``pcreg detr predict IMAGE... [--render PNG] [--checkpoint PT] [--threshold T]
     [--json] [--force]``: the detections of each image, one line per object (or one JSON
     object per image), and optionally a picture of them."""
-    import argparse
 
     from pcreg.commands._common import check_kinds, check_outputs
+    from pcreg.commands._parser import OneLineParser
     from pcreg.engine.detection_predict import Detector, load_detector
     from pcreg.errors import InputError, MissingFileError
 
-    parser = argparse.ArgumentParser(prog="pcreg detr predict")
+    parser = OneLineParser(prog="pcreg detr predict")
     parser.add_argument("images", nargs="+", type=path_in)
     parser.add_argument(
         "--render", type=file_out, metavar="PNG",
