@@ -20,7 +20,9 @@ own units (no unit reading is needed: the search is scale-free):
    the small cloud's off-plane points that fit.
 4. **Two answers**: the best fit, polished by Open3D's ICP, and where it does not fit whole
    (a template the scene sees in part), the best fit among the poses whose small cloud
-   explains the scene's object points next to it
+   explains the scene's object points next to it, the poses of the small cloud's rendered
+   views at the first places included
+   (:func:`~pcreg.registration.inside_hypotheses.view_hypotheses`)
    (:func:`~pcreg.registration.inside_verdict.object_share`), polished and probed for a turn
    that fits as well.
 5. **The rule** (:func:`~pcreg.registration.inside_verdict.inside_rule`) judges the answer as
@@ -44,6 +46,7 @@ from pcreg.registration.inside_hypotheses import (
     likely_places,
     point_spacing,
     ransac_hypotheses,
+    view_hypotheses,
     voxel_fpfh,
 )
 from pcreg.registration.inside_verdict import (
@@ -82,6 +85,9 @@ INSIDE_FALLBACK_RATIO = 4.0
 #: around a point of a 3DMatch fragment (ratios 3.5-3.9, 5-7 superpoints at 0.4 m) were
 #: refused as input; two equal clouds have ratio 1
 INSIDE_SMALL_RATIO = 2.0
+#: where no pose fits whole, the small cloud's rendered views are searched at this many of
+#: the first places too (:func:`~pcreg.registration.inside_hypotheses.view_hypotheses`; 0: no)
+VIEW_PLACES = 4
 #: the fine voxel: the small cloud's extent over this
 FINE_DIVS = 30.0
 #: the coarse voxel: the small cloud's extent over this, and the most points the large cloud
@@ -148,6 +154,7 @@ def find_inside(small: np.ndarray, large: np.ndarray, seed: int = 0) -> InsideSe
     shape = small_fp[structure(small_fp, fine)]  # the points the poses are told apart by
     large_tree = cKDTree(large[:: max(1, len(large) // 400_000)])
     poses, crops = [], []
+    place_crops = []  # per place searched: its crop's points, normals, features and tree
     for at in places:
         idx = large_tree.query_ball_point(at, CROP * size)
         if len(idx) < 10:
@@ -156,6 +163,8 @@ def find_inside(small: np.ndarray, large: np.ndarray, seed: int = 0) -> InsideSe
         crop_p = np.asarray(crop_f.points)
         corr = feature_matches(small_ff, crop_ff, 2)
         found, _ = ransac_hypotheses(small_fp, crop_p, corr, 1.5 * fine, rng)
+        tree = cKDTree(crop_p)
+        place_crops.append((crop_f, crop_ff, tree))
         if not len(found):
             continue
         keep = [found[0]]
@@ -164,7 +173,6 @@ def find_inside(small: np.ndarray, large: np.ndarray, seed: int = 0) -> InsideSe
                 break
             if all(_different(pose, k, centre, size) for k in keep):
                 keep.append(pose)
-        tree = cKDTree(crop_p)
         refined = point_to_plane(np.array(keep), small_fp[:: max(1, len(small_fp) // 800)],
                                   tree, crop_p, np.asarray(crop_f.normals), 2 * fine)  # fmt: skip
         poses += list(refined)
@@ -247,15 +255,25 @@ def find_inside(small: np.ndarray, large: np.ndarray, seed: int = 0) -> InsideSe
         timings["verify"] = time.perf_counter() - t0
         return found
     # not found whole: the best fit among the poses that explain the scene's object (module
-    # doc), judged as an object the scene sees in part
+    # doc), judged as an object the scene sees in part; the poses of the small cloud's
+    # rendered views at the first places join them (a template the scene sees one side of)
+    if VIEW_PLACES:
+        t1 = time.perf_counter()
+        searched = [(np.asarray(f.points), np.asarray(f.normals), ff, tree)
+                    for f, ff, tree in place_crops[:VIEW_PLACES]]  # fmt: skip
+        for pose, index, _ in view_hypotheses(small_fp, fine, size, searched, rng, CLOSE * fine):
+            poses.append(pose)
+            crops.append((place_crops[index][0], place_crops[index][2]))
+            fits = np.append(fits, _fitness(shape, pose, place_crops[index][2], CLOSE * fine))
+        timings["views"] = time.perf_counter() - t1
     shares = [share_at(pose) for pose in poses]
     explaining = np.array([c >= MIN_INLIERS and sh >= MIN_OBJECT_SHARE for sh, c, _ in shares])
     if not explaining.any():
-        timings["verify"] = time.perf_counter() - t0
+        timings["verify"] = time.perf_counter() - t0 - timings.get("views", 0.0)
         return found
     win = int(np.argmax(np.where(explaining, fits, -1.0)))
     found = settle(win, explaining, part=True)
-    timings["verify"] = time.perf_counter() - t0
+    timings["verify"] = time.perf_counter() - t0 - timings.get("views", 0.0)
     return found
 
 

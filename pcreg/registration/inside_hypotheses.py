@@ -6,6 +6,8 @@ matches, the places in the large cloud where the small one's matches gather
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from pcreg.runtime.lgr import weighted_procrustes
@@ -18,6 +20,8 @@ __all__ = [
     "likely_places",
     "point_spacing",
     "ransac_hypotheses",
+    "view_directions",
+    "view_hypotheses",
     "voxel_fpfh",
 ]
 
@@ -157,3 +161,80 @@ def likely_places(
             if len(out) == PLACES:
                 break
     return out
+
+
+#: the small cloud's rendered views (:func:`view_hypotheses`): how many directions, RANSAC's
+#: triplets per view and place, the hypotheses of each refined, and how many of the best
+#: answers (by the view's own fit) are kept
+VIEWS = 8
+VIEW_SAMPLES = 10_000
+VIEW_REFINED = 2
+VIEW_KEEP = 4
+
+
+def view_directions(count: int) -> np.ndarray:
+    """``(count, 3)`` unit vectors spread evenly over the sphere (a Fibonacci lattice)."""
+    i = np.arange(count) + 0.5
+    polar = np.arccos(1.0 - 2.0 * i / count)
+    azimuth = np.pi * (1.0 + 5.0**0.5) * i
+    return np.stack([np.cos(azimuth) * np.sin(polar), np.sin(azimuth) * np.sin(polar),
+                     np.cos(polar)], 1)  # fmt: skip
+
+
+def view_hypotheses(
+    small: np.ndarray,
+    voxel: float,
+    size: float,
+    crops: list[tuple[np.ndarray, np.ndarray, np.ndarray, Any]],
+    rng: np.random.Generator,
+    close: float,
+) -> list[tuple[np.ndarray, int, float]]:
+    """Poses of ``small (N, 3)`` (voxelised at ``voxel``, extent ``size``) found through its
+    rendered views: ``[(pose (4, 4), crop index, the view's fit)]``, at most
+    :data:`VIEW_KEEP`, the best fit first.
+
+    A whole-object template against a scan that sees one side of it: the template's FPFH
+    near its outline takes in its far side, which the scan lacks, and 2-4 % of its matches at
+    the right place are right, too few for RANSAC. Each of :data:`VIEWS` views of the template
+    (the points Open3D's hidden point removal keeps from 3 extents away, Katz, Tal and Basri
+    2007) looks like a scan of it; its own FPFH is matched to each place's crop and RANSAC'd
+    (:data:`VIEW_SAMPLES` triplets), the :data:`VIEW_REFINED` best hypotheses refined by
+    point-to-plane ICP, and each scored by the share of the view's points within ``close``
+    of the crop. ``crops``: per place, ``(crop points (M, 3), their normals (M, 3), their
+    features (M, 33), a cKDTree of the points)``.
+
+    Measured on the Stanford bunny and dragon range views merged into whole templates, each
+    set upright on the largest plane of a TUM RGB-D frame with one of its range views
+    (``python tools/real_inside.py``): at the object's place, the whole template's RANSAC
+    found its pose in 3 of 10 cases; one of 8 views found it (within 7 deg) in 9 of 10, and in
+    each of those the best-fitting view was a right one (fit 0.35-0.90 against at most 0.38
+    for wrong ones)."""
+    import open3d as o3d
+
+    from pcreg.registration.symmetry import point_to_plane
+
+    centre = small.mean(axis=0)
+    found: list[tuple[np.ndarray, int, float]] = []
+    cloud = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(small))
+    for direction in view_directions(VIEWS):
+        _, seen = cloud.hidden_point_removal(centre + 3.0 * size * direction, 300.0 * size)
+        view = small[np.asarray(seen, np.int64)]
+        if len(view) < 50:
+            continue
+        view_f, view_ff = voxel_fpfh(view, voxel, outward=True)
+        view_p = np.asarray(view_f.points)
+        stride = view_p[:: max(1, len(view_p) // 800)]
+        for index, (crop_p, crop_n, crop_ff, tree) in enumerate(crops):
+            corr = feature_matches(view_ff, crop_ff, 2)
+            poses, _ = ransac_hypotheses(view_p, crop_p, corr, 1.5 * voxel, rng,
+                                         samples=VIEW_SAMPLES)  # fmt: skip
+            if not len(poses):
+                continue
+            refined = point_to_plane(poses[:VIEW_REFINED], stride, tree, crop_p, crop_n,
+                                     2 * voxel)  # fmt: skip
+            for pose in refined:
+                moved = view_p @ pose[:3, :3].T + pose[:3, 3]
+                dist, _ = tree.query(moved, distance_upper_bound=close)
+                found.append((pose, index, float(np.isfinite(dist).mean())))
+    found.sort(key=lambda f: -f[2])
+    return found[:VIEW_KEEP]
