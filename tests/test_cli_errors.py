@@ -95,6 +95,18 @@ def test_unregistered_pair_exits_3_and_writes_nothing(tmp_path, clouds, monkeypa
     assert not out.exists() and not png.exists()
 
 
+def test_no_correspondences_names_the_identity_only_where_the_estimate_is_it():
+    """An object-in-scene search returned a pose 14,000 km off whose fit kept no point; its
+    reason said "the estimate (the identity)"."""
+    empty = np.zeros((0, 3))
+    far = np.eye(4)
+    far[:3, 3] = [1.4e7, 0.0, 0.0]
+    args = (empty, empty, np.zeros(0), "fpfh-ransac", "indoor", "indoor", False, 0.05)
+    assert "(the identity)" in RegistrationResult(np.eye(4), *args).reason
+    reason = RegistrationResult(far, *args).reason
+    assert reason.startswith("no correspondences") and "identity" not in reason, reason
+
+
 def test_reasons():
     pts = np.ones((5, 3))
     result = RegistrationResult(np.eye(4), pts[:2], pts[:2], np.ones(2), "m", "m", "indoor",

@@ -159,7 +159,12 @@ class RegistrationResult:
         """Why the result is not registered, in words (``""`` when it is)."""
         n = self.num_correspondences
         if n == 0:
-            return "no correspondences: the estimate (the identity) rests on nothing"
+            if np.allclose(self.transform, np.eye(4)):
+                return "no correspondences: the estimate (the identity) rests on nothing"
+            # a search's answer at which nothing lies near: say so, not "the identity"
+            return (
+                "no correspondences: no point of the source lies near the reference at the estimate"
+            )
         if n < 3:
             return f"only {n} correspondences; a rigid transform needs at least 3"
         if self.rejected:
