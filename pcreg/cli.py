@@ -123,7 +123,13 @@ def _main(argv: list[str] | None, served_here: bool) -> int:
         code = forward(argv)
         if code is not None:
             return code
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # the subcommand's parser says so, and points at its own --help
+        commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        commands.choices.get(args.command, parser).error(
+            f"unrecognized arguments: {' '.join(extra)}"
+        )
     args.argv = argv  # recorded in benchmark tables
     args.main = main  # `pcreg serve` runs each request through this entry point
     logging.basicConfig(

@@ -326,7 +326,8 @@ def test_an_empty_path_or_a_folder_for_a_file_is_named(tmp_path, monkeypatch, ca
     with pytest.raises(SystemExit) as stop:
         main(argv)
     assert stop.value.code == 2
-    assert capsys.readouterr().err.strip().splitlines()[-1].endswith(f"error: {said}")
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert f"error: {said} (see `pcreg " in line and line.endswith(" --help`)"), line
     assert list(tmp_path.iterdir()) == []
 
 
@@ -353,6 +354,8 @@ def test_verbose_is_taken_before_or_after_the_subcommand():
         (["regster", "a.ply", "b.ply"], "regster"),
         (["map"], "pcreg map"),
         (["detr", "predict", "--threshold", "x", "a.png"], "--threshold"),
+        (["register", "a.ply", "b.ply", "--voxl", "0.05"], "pcreg register --help"),
+        (["vit", "train", "--foo"], "pcreg vit --help"),
     ],
 )
 def test_an_argument_error_is_one_line(capsys, argv, named):

@@ -1,6 +1,6 @@
-"""Real objects in real scenes: the object-in-scene search (:mod:`pcreg.registration.inside`)
-on real scans, as issue #42's kept-back pairs bring them (a 0.2 m object or template to be
-found in a 3 m scene).
+"""Real object scans composited onto real RGB-D frames: the object-in-scene search
+(:mod:`pcreg.registration.inside`) on real scans, as issue #42's kept-back pairs bring them (a
+0.2 m object or template to be found in a 3 m scene).
 
 The generated cases of :mod:`pcreg.data.synthetic.inside` are clean objects on clean planes.
 Here each case is built from real scans in ``../shared/train_data``:
@@ -9,7 +9,9 @@ Here each case is built from real scans in ``../shared/train_data``:
   300,000 points with the sensor's noise), with one real range view of the Stanford bunny or
   dragon (``stanford_*_range_scans``, 15-44 thousand points, their own scanner) set upright on
   the frame's largest plane (its RANSAC fit: the desk, or the floor), turned at random about
-  the plane's normal, its object's lowest point on the plane;
+  the plane's normal, its object's lowest point on the plane, the frame's points it would
+  displace removed. A composite: the scene holds the side the Stanford scanner saw, not the
+  side the TUM camera would see, and nothing occludes it;
 * the **query** (the source), moved by a random rigid motion:
 
   * ``crop``: that same view, 70 % of its points kept at random (a crop of the scene,
@@ -103,6 +105,22 @@ def _table(frame: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return points - np.outer(along - np.median(along), normal), normal
 
 
+def _cleared(frame: np.ndarray, obj: np.ndarray, up: np.ndarray) -> np.ndarray:
+    """``frame`` without the points the object set on it would displace: those more than
+    1 cm above its plane (``up``: the unit normal, the plane through the object's lowest
+    point), at most 1 cm over its top, whose foot on the plane lies within 1 cm of the
+    object's footprint (its points' feet)."""
+    from scipy.spatial import cKDTree
+
+    base = float(np.min(obj @ up))
+    height = frame @ up - base
+    feet = cKDTree((obj - np.outer(obj @ up, up))[::10])
+    gap, _ = feet.query(frame - np.outer(frame @ up, up), distance_upper_bound=0.01)
+    top = float(np.max(obj @ up)) - base
+    inside = np.isfinite(gap) & (height > 0.01) & (height < top + 0.01)
+    return frame[~inside]
+
+
 def real_inside_cases(
     train_data: Path, count: int, kind: str, seed: int = 0
 ) -> Iterator[InsideCase]:
@@ -134,7 +152,7 @@ def real_inside_cases(
         placed = wholes[name] @ rot.T
         low = placed[np.argmin(placed @ up)]
         shift = spot - placed.mean(axis=0) + ((placed.mean(axis=0) - low) @ up) * up
-        scene = np.vstack([frame, view @ rot.T + shift])
+        scene = np.vstack([_cleared(frame, placed + shift, up), view @ rot.T + shift])
         query = wholes[name] if kind == "template" else view[rng.random(len(view)) < 0.7]
         place = np.eye(4)
         place[:3, :3], place[:3, 3] = rot, shift

@@ -53,6 +53,7 @@ from pcreg.registration.inside_verdict import (
     MIN_FITNESS,
     MIN_OBJECT_SHARE,
     PART_PROBE_MARGIN,
+    RIVAL_OBJECT_SHARE,
     SUPPORT_BALL,
     InsideSearch,
     inside_rule,
@@ -220,7 +221,7 @@ def find_inside(small: np.ndarray, large: np.ndarray, seed: int = 0) -> InsideSe
                                                       diagonal)  # fmt: skip
             if probe_pose is not None:
                 probe_share = share_at(probe_pose)[0]
-                if probe_margin >= PART_PROBE_MARGIN and probe_share >= MIN_OBJECT_SHARE:
+                if probe_margin >= PART_PROBE_MARGIN and probe_share >= RIVAL_OBJECT_SHARE:
                     rival_pose = probe_pose  # the rival the answer is refused for
         corr_set = np.asarray(icp.correspondence_set, np.int64).reshape(-1, 2)
         return InsideSearch(
@@ -271,8 +272,9 @@ def find_inside(small: np.ndarray, large: np.ndarray, seed: int = 0) -> InsideSe
     if not explaining.any():
         timings["verify"] = time.perf_counter() - t0 - timings.get("views", 0.0)
         return found
+    doubts = np.array([c >= MIN_INLIERS and sh >= RIVAL_OBJECT_SHARE for sh, c, _ in shares])
     win = int(np.argmax(np.where(explaining, fits, -1.0)))
-    found = settle(win, explaining, part=True)
+    found = settle(win, doubts, part=True)
     timings["verify"] = time.perf_counter() - t0 - timings.get("views", 0.0)
     return found
 

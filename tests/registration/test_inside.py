@@ -40,6 +40,8 @@ def test_a_template_the_whole_search_misses_is_found_through_its_views(seed, mon
     result = pcreg.register(case.src, case.ref)
     assert result.registered, result.reason
     assert _right(result, case, case.src), result.transform
+    t = result.timings  # the search's stages, the views among them, lie inside it
+    assert t["views"] > 0 and t["places"] + t["poses"] + t["views"] + t["verify"] <= t["search"]
     monkeypatch.setattr(inside, "VIEW_PLACES", 0)  # the same search without the views
     assert not pcreg.register(case.src, case.ref).registered
 

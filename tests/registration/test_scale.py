@@ -81,7 +81,8 @@ def test_the_command_line_takes_the_spellings_and_refuses_others_in_one_line(cap
     assert out.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert err == ("pcreg register: error: argument --units: unknown unit 'furlongs': use one "
-                   "of metres, millimetres, centimetres, object (or m, mm, cm)")  # fmt: skip
+                   "of metres, millimetres, centimetres, object (or m, mm, cm) "
+                   "(see `pcreg register --help`)")  # fmt: skip
 
 
 def test_the_python_api_takes_the_spellings_too():
