@@ -118,13 +118,14 @@ def _part(**kw) -> InsideSearch:
     [
         ({}, ""),
         ({"fitness": 0.2}, "at best 20%"),
-        ({"object_share": 0.9}, "90% lie on it"),
+        ({"object_share": 0.9}, "90.0% lie on it"),
+        ({"object_share": 0.975}, "97.5% lie on it (at least 98%"),
         ({"object_points": 10}, "10 object points"),
         ({"through": 0.05}, "beyond the surface it stands on"),
         ({"visible_fit": 0.8}, "only 80% fits"),
         ({"margin": 0.95}, "does not tell where it is"),
-        ({"probe_margin": 1.02, "probe_share": 0.97}, "does not tell how it lies"),
-        ({"probe_margin": 1.02, "probe_share": 0.9}, ""),
+        ({"probe_margin": 1.02, "probe_share": 0.99}, "does not tell how it lies"),
+        ({"probe_margin": 1.02, "probe_share": 0.97}, ""),
     ],
 )
 def test_the_part_rule_names_what_fails(change, words):
