@@ -367,3 +367,12 @@ def test_an_argument_error_is_one_line(capsys, argv, named):
     assert exit_.value.code == 2
     assert err.count("\n") == 1 and err.endswith("\n"), err
     assert "usage:" not in err and named in err and ": error: " in err and "--help" in err, err
+
+
+@pytest.mark.parametrize("command", ["vit", "detr"])
+def test_a_missing_action_names_the_action_alone(capsys, command):
+    """Hydra overrides are optional: ``pcreg vit`` said "required: action, overrides"."""
+    with pytest.raises(SystemExit):
+        main([command])
+    err = capsys.readouterr().err
+    assert "required: action (" in err and "overrides" not in err, err

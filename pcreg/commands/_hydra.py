@@ -22,10 +22,12 @@ def add_hydra_subcommand(
     cmd = sub.add_parser(name, help=help, description=f"Hydra overrides, {example}")
     if positional is not None:
         cmd.add_argument(positional[0], choices=positional[1])
-    cmd.add_argument(
+    overrides = cmd.add_argument(
         "overrides",
         nargs=argparse.REMAINDER if remainder else "*",
+        default=[],
         help="Hydra overrides key=value",
     )
+    overrides.required = False  # none given is fine; argparse marks these positionals required
     cmd.set_defaults(func=func, parser=cmd)
     return cmd
