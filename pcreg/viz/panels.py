@@ -46,6 +46,8 @@ Legend = list[tuple[str, tuple[float, float, float]]]
 CLOSE_UP_RATIO = 5.0
 #: the close-up shows the reference within this many source diagonals of the moved source
 CLOSE_UP_REACH = 1.0
+#: and draws the source this share of its diagonal nearer the camera than it lies
+CLOSE_UP_LIFT = 0.01
 
 
 def pair_legend(src_name: str = "source", ref_name: str = "reference") -> Legend:
@@ -107,8 +109,12 @@ def _close_up(moved: np.ndarray, ref: np.ndarray) -> tuple[str, np.ndarray] | No
     src = thin_for_display(moved, MAX_DRAWN_POINTS // 2)
     near = thin_for_display(near, MAX_DRAWN_POINTS // 2)
     view = view_for(np.vstack([src, near]))
-    # the reference drawn over the source: its points of the object show on the source
-    image = render_clouds([(src, SOURCE_COLOR), (near, REFERENCE_COLOR)], view=view, crop=True)
+    # the source in front of the reference: where it lies on the scene's own points (a crop of
+    # the scene lies exactly on them), the reference drawn over it had hidden it; nudged 1 %
+    # of its diagonal toward the camera, it shows, and the scene around it shows too
+    lifted = src + CLOSE_UP_LIFT * small * np.asarray(view.front, np.float64)
+    image = render_clouds([(near, REFERENCE_COLOR), (lifted, SOURCE_COLOR)], view=view,
+                          crop=True)  # fmt: skip
     return "close-up of the source", image
 
 
