@@ -271,6 +271,7 @@ def find_inside(small: np.ndarray, large: np.ndarray, seed: int = 0) -> InsideSe
     explaining = np.array([c >= MIN_INLIERS and sh >= MIN_OBJECT_SHARE for sh, c, _ in shares])
     if not explaining.any():
         timings["verify"] = time.perf_counter() - t0 - timings.get("views", 0.0)
+        found.part_tried = True
         return found
     doubts = np.array([c >= MIN_INLIERS and sh >= RIVAL_OBJECT_SHARE for sh, c, _ in shares])
     win = int(np.argmax(np.where(explaining, fits, -1.0)))

@@ -153,6 +153,9 @@ class InsideSearch:
     #: poses that explain the scene's object, its rival and ``margin`` among those too), not
     #: as a whole
     part: bool = False
+    #: judged as a whole after the search for a part found no pose that explains the scene's
+    #: object (its refusal says so: a template's user reads why the part rule did not apply)
+    part_tried: bool = False
 
     @property
     def features(self) -> dict[str, float]:
@@ -171,6 +174,7 @@ class InsideSearch:
             "probe_share": self.probe_share,
             "visible_fit": self.visible_fit,
             "part": float(self.part),
+            "part_tried": float(self.part_tried),
         }
 
 
@@ -239,9 +243,16 @@ def _whole_rule(found: InsideSearch) -> str:
     from pcreg.registration.verify import MIN_INLIERS
 
     if found.fitness < MIN_FITNESS:
+        part = (
+            f", and as an object the scene sees in part (a template) no pose of it explains "
+            f"the scene's object there (at least {MIN_OBJECT_SHARE:.0%} of its points next to "
+            "it on it)"
+            if found.part_tried
+            else ""
+        )
         return (
             f"object in scene: at best {found.fitness:.0%} of the small cloud fits the large "
-            f"one (at least {MIN_FITNESS:.0%} needed): it is not found in it"
+            f"one (at least {MIN_FITNESS:.0%} needed){part}: it is not found in it"
         )
     if found.contrast < MIN_CONTRAST or found.worst_contrast < MIN_WORST_CONTRAST:
         return (f"object in scene: the fit is not distinctive (contrast {found.contrast:.2f}, "

@@ -140,7 +140,8 @@ def test_the_part_rule_names_what_fails(change, words):
     ("change", "words"),
     [
         ({}, ""),
-        ({"fitness": 0.85}, "at least 90% needed"),
+        ({"fitness": 0.85}, "at least 90% needed): it is not found"),
+        ({"fitness": 0.67, "part_tried": True}, "as an object the scene sees in part"),
         ({"contrast": 0.2}, "not distinctive"),
         ({"object_share": 0.4}, "only 40% lie on it"),
         ({"object_share": 0.4, "object_points": 10}, ""),  # bare planes: nothing to explain
