@@ -20,11 +20,11 @@ own units (no unit reading is needed: the search is scale-free):
    the small cloud's off-plane points that fit.
 4. **Two answers**: the best fit, polished by Open3D's ICP, and where it does not fit whole
    (a template the scene sees in part), the best fit among the poses whose small cloud
-   explains the scene's object points next to it, the poses of the small cloud's rendered
-   views at the first places included
-   (:func:`~pcreg.registration.inside_hypotheses.view_hypotheses`)
-   (:func:`~pcreg.registration.inside_verdict.object_share`), polished and probed for a turn
-   that fits as well.
+   explains the scene's object points next to it
+   (:func:`~pcreg.registration.inside_verdict.object_share`), the poses of the small cloud's
+   rendered views at the first places among them
+   (:func:`~pcreg.registration.inside_hypotheses.view_hypotheses`), polished and probed for a
+   turn that fits as well.
 5. **The rule** (:func:`~pcreg.registration.inside_verdict.inside_rule`) judges the answer as
    a whole or in part; its measurements and thresholds are in
    :mod:`pcreg.registration.inside_verdict`.
@@ -53,7 +53,6 @@ from pcreg.registration.inside_verdict import (
     MIN_FITNESS,
     MIN_OBJECT_SHARE,
     PART_PROBE_MARGIN,
-    RIVAL_OBJECT_SHARE,
     SUPPORT_BALL,
     InsideSearch,
     inside_rule,
@@ -221,7 +220,7 @@ def find_inside(small: np.ndarray, large: np.ndarray, seed: int = 0) -> InsideSe
                                                       diagonal)  # fmt: skip
             if probe_pose is not None:
                 probe_share = share_at(probe_pose)[0]
-                if probe_margin >= PART_PROBE_MARGIN and probe_share >= RIVAL_OBJECT_SHARE:
+                if probe_margin >= PART_PROBE_MARGIN and probe_share >= MIN_OBJECT_SHARE:
                     rival_pose = probe_pose  # the rival the answer is refused for
         corr_set = np.asarray(icp.correspondence_set, np.int64).reshape(-1, 2)
         return InsideSearch(
@@ -273,9 +272,8 @@ def find_inside(small: np.ndarray, large: np.ndarray, seed: int = 0) -> InsideSe
         timings["verify"] = time.perf_counter() - t0 - timings.get("views", 0.0)
         found.part_tried = True
         return found
-    doubts = np.array([c >= MIN_INLIERS and sh >= RIVAL_OBJECT_SHARE for sh, c, _ in shares])
     win = int(np.argmax(np.where(explaining, fits, -1.0)))
-    found = settle(win, doubts, part=True)
+    found = settle(win, explaining, part=True)
     timings["verify"] = time.perf_counter() - t0 - timings.get("views", 0.0)
     return found
 

@@ -65,15 +65,11 @@ MAX_MARGIN = 0.6
 #: the scene's object (seeds 1,000,002 and 1,000,023, ``pcreg.register``: registered wrong,
 #: 2 of 39), while the right template poses they found explained 1.0. At 0.98: no different
 #: object, crop of another room or thin sheet registered on fresh seeds 1,000,040-119 (234
-#: cases), nor on 1,000,000-039
+#: cases), nor on 1,000,000-039. The same bar makes a *rival* (another place, a turn the search
+#: refined, the symmetry probe's turn): a pose that explains less explains the object no
+#: better than a different object does. Rivals held at the former 0.95 refused 4 more of the
+#: 40 templates of seeds 1,000,600-619 and 800-819 (right ones, as ambiguous) and no wrong one
 MIN_OBJECT_SHARE = 0.98
-#: a *rival* pose (another place, a turn the search refined, the symmetry probe's turn) makes
-#: the answer ambiguous where it explains at least this share of the scene's object: the
-#: same bar as the answer's, since a pose that explains less explains it no better than a
-#: different object does (0.970-0.971 above). Measured through ``pcreg.register`` on seeds
-#: 1,000,600-619 and 800-819: rivals held at the former 0.95 refused 4 more of the 40
-#: templates (right ones, as ambiguous) and no wrong one
-RIVAL_OBJECT_SHARE = MIN_OBJECT_SHARE
 #: the same, for an answer that fits whole (a crop): a crop of the scene explains what the
 #: scene holds there, from both sides. Right crops 0.85-1.0 (seeds 0-19 and 1,000,400-419);
 #: a crop of another room that fit 91 % of itself onto a corner, 0.37 (seed 1,000,401:
@@ -227,11 +223,11 @@ def _part_rule(found: InsideSearch) -> str:
             f"{found.margin:.0%} as well (at most {MAX_PART_MARGIN:.0%} allowed): the scene "
             "does not tell where it is"
         )
-    if found.probe_margin >= PART_PROBE_MARGIN and found.probe_share >= RIVAL_OBJECT_SHARE:
+    if found.probe_margin >= PART_PROBE_MARGIN and found.probe_share >= MIN_OBJECT_SHARE:
         return (
             f"ambiguous: another pose of the small cloud fits {found.probe_margin:.0%} as well "
             f"and explains {found.probe_share:.1%} of the scene's object (at least "
-            f"{RIVAL_OBJECT_SHARE:.0%}): the scene does not tell how it lies"
+            f"{MIN_OBJECT_SHARE:.0%}): the scene does not tell how it lies"
         )
     return ""
 
