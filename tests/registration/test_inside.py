@@ -29,7 +29,7 @@ def crop():
     return inside_case(SEED + 1, "crop")
 
 
-@pytest.mark.parametrize("seed", [SEED + 708])
+@pytest.mark.parametrize("seed", [SEED + 701])
 def test_a_template_the_whole_search_misses_is_found_through_its_views(seed, monkeypatch):
     """A whole-object template whose own FPFH found no right pose at any place (its outline's
     features take in its far side, which the scan lacks): one of its rendered views finds it,

@@ -10,6 +10,7 @@ import pytest
 from scipy.spatial import cKDTree
 
 from pcreg.registration.inside_verdict import (
+    MAX_MARGIN,
     MAX_THROUGH,
     MIN_OBJECT_SHARE,
     MIN_VISIBLE_FIT,
@@ -196,5 +197,5 @@ def test_a_crop_of_one_of_two_copies_is_refused_and_not_retried_in_part():
     turn = np.array([[0.0, -1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 1.0]])
     found = find_inside(crop @ turn.T + [0.3, 0.2, 0.1], scene)
     assert found.fitness > 0.9 and not found.part
-    assert found.margin > 0.9 and found.rival is not None  # the other copy fits as well
+    assert found.margin > MAX_MARGIN and found.rival is not None  # the other copy: a rival
     assert inside_rule(found).startswith("object in scene: the fit is not distinctive")
