@@ -167,7 +167,12 @@ def _main(argv: list[str] | None, served_here: bool) -> int:
     except BaseException as err:
         signum = received_signal()
         if signum is None or isinstance(err, KeyboardInterrupt):
-            return _unsignalled(err)
+            # with --json, a script reading stdout gets an object there too, unless the
+            # command wrote its own (a refusal's record)
+            as_json = getattr(args, "json", False) is True and not getattr(
+                sys.stdout, "written", True
+            )
+            return _unsignalled(err, as_json)
         # a library caught the Terminated and raised its own error instead: Ray's ray.wait /
         # ray.get raise SystemExit(1), and a pybind11 module (Open3D) whose import the signal
         # interrupted raises ImportError; the finally blocks have run all the same
@@ -178,28 +183,53 @@ def _main(argv: list[str] | None, served_here: bool) -> int:
         sys.stdout = stdout
 
 
-def _unsignalled(err: BaseException) -> int:
-    """The exit code and one line for an error no signal caused (re-raises a SystemExit)."""
+def _unsignalled(err: BaseException, as_json: bool = False) -> int:
+    """The exit code and one line on stderr for an error no signal caused (re-raises a
+    SystemExit); ``as_json``: the same as one JSON object on stdout too,
+    ``{"error": line, "exit_code": code}``."""
+    message, code = _described(err)
+    if code == 1:
+        logger.debug("internal error", exc_info=err)
+    if as_json:
+        _json_error(message, code)
+    return _fail(message, code)
+
+
+def _described(err: BaseException) -> tuple[str, int]:
+    """``(one line, exit code)`` for an error no signal caused (re-raises a SystemExit)."""
     from pcreg.errors import InputError, NotRegisteredError, PairsFailedError
 
     try:
         raise err
     except InputError as err:
-        return _fail(f"error: {err}", 2)
+        return f"error: {err}", 2
     except NotRegisteredError as err:
-        return _fail(str(err), 3)
+        return str(err), 3
     except PairsFailedError as err:
-        return _fail(str(err), 4)
+        return str(err), 4
     except KeyboardInterrupt:
-        return _fail("interrupted", 130)
+        return "interrupted", 130
     except OSError as err:  # a user's file or stream: permissions, name too long, disk full
         if err.filename is not None or err.errno is not None:
             source = err.filename if err.filename is not None else _broken_stdout()
             where = f"{source}: " if source is not None else ""
-            return _fail(f"error: {where}{err.strerror or err}", 2)
-        return _internal(err)
+            return f"error: {where}{err.strerror or err}", 2
+        return f"internal error: {type(err).__name__}: {err}", 1
     except Exception as err:
-        return _internal(err)
+        return f"internal error: {type(err).__name__}: {err}", 1
+
+
+def _json_error(message: str, code: int) -> None:
+    """``{"error": message, "exit_code": code}`` on stdout, one line; a stdout that cannot
+    take it (closed, full) is left to the stderr line."""
+    import json
+
+    line = " ".join(_ANSI.sub("", message).split()).removeprefix("error: ")
+    try:
+        sys.stdout.write(json.dumps({"error": line, "exit_code": code}) + "\n")
+        sys.stdout.flush()
+    except (OSError, ValueError):
+        pass
 
 
 class _NamedStream:
@@ -207,8 +237,10 @@ class _NamedStream:
 
     def __init__(self, stream, name: str) -> None:
         self._stream, self._name = stream, name
+        self.written = False  # whether the command wrote anything to it
 
     def write(self, text: str) -> int:
+        self.written = self.written or bool(text)
         try:
             return self._stream.write(text)
         except OSError as err:
@@ -254,11 +286,6 @@ def _fail(message: str, code: int) -> int:
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-
-
-def _internal(err: BaseException) -> int:
-    logger.debug("internal error", exc_info=True)
-    return _fail(f"internal error: {type(err).__name__}: {err}", 1)
 
 
 def _flush_quietly() -> None:

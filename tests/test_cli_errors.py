@@ -88,11 +88,27 @@ def test_unregistered_pair_exits_3_and_writes_nothing(tmp_path, clouds, monkeypa
     assert code == 3
     captured = capsys.readouterr()
     assert '"registered": false' in captured.out
+    assert len(captured.out.splitlines()) == 1  # the record only: no error object after it
     assert captured.err.strip().splitlines() == [
         f"pcreg: {src} -> {ref}: not registered: no correspondences: the estimate (the identity) "
         "rests on nothing"
     ]
     assert not out.exists() and not png.exists()
+
+
+def test_with_json_bad_input_is_a_json_object_on_stdout_too(tmp_path, clouds, capsys):
+    """A script reading ``--json`` from stdout gets one object there on exit 2 as well, with
+    the stderr line's words; without ``--json`` stdout stays empty."""
+    src, _ = clouds
+    missing = tmp_path / "missing.ply"
+    assert main(["register", str(src), str(missing), "--json"]) == 2
+    captured = capsys.readouterr()
+    line = _one_error_line(captured.err)
+    assert json.loads(captured.out) == {"error": line.removeprefix("pcreg: error: "),
+                                        "exit_code": 2}  # fmt: skip
+    assert str(missing) in line and "not found" in line
+    assert main(["register", str(src), str(missing)]) == 2
+    assert capsys.readouterr().out == ""
 
 
 def test_no_correspondences_names_the_identity_only_where_the_estimate_is_it():
