@@ -369,6 +369,18 @@ def test_an_argument_error_is_one_line(capsys, argv, named):
     assert "usage:" not in err and named in err and ": error: " in err and "--help" in err, err
 
 
+@pytest.mark.parametrize("argv", [["register", "a.ply", "b.ply", "--voxel", "0.05"],
+                                  ["batch", "pairs.csv", "--out", "o", "--work", "2"]])  # fmt: skip
+def test_options_are_never_abbreviated(capsys, argv):
+    """``--voxel`` is not ``--voxel-size``: a script keeps its meaning when an option with the
+    same start is added later. The refusal is the one-line argument error, exit 2."""
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2
+    assert f"unrecognized arguments: {' '.join(argv[-2:])}" in err, err
+
+
 @pytest.mark.parametrize("command", ["vit", "detr"])
 def test_a_missing_action_names_the_action_alone(capsys, command):
     """Hydra overrides are optional: ``pcreg vit`` said "required: action, overrides"."""

@@ -135,7 +135,7 @@ def test_a_second_server_on_a_live_socket_is_refused(server) -> None:
 
 
 def test_nothing_is_forwarded_with_stdout_closed_or_a_prefix_of_show(monkeypatch) -> None:
-    assert not _client.servable(["register", "a", "b", "--sh"])  # argparse reads --show
+    assert not _client.servable(["register", "a", "b", "--sh"])  # refused here, not there
     assert not _client.servable(["register", "a", "b", "--he"])
     assert _client.servable(["register", "a", "b", "--strict", "--out=T.txt"])
     monkeypatch.delenv("PCREG_NO_SERVER", raising=False)

@@ -41,8 +41,8 @@ def socket_path() -> Path:
     return base / "serve.sock"
 
 
-#: options that must run here: a window on this display, and help (argparse also takes any
-#: unambiguous prefix, e.g. ``--sh``)
+#: options that must run here: a window on this display, and help (a prefix of either, e.g.
+#: ``--sh``, runs here too, where the parser refuses it: options are never abbreviated)
 LOCAL_OPTIONS = ("--show", "--help")
 
 
