@@ -12,16 +12,18 @@ from pcreg.errors import InputError
 from pcreg.registration.mirror import CONGRUENT_FIT, REFLECTION, mirror_check, mirrored
 
 
-def _verdict(fit: float, obj: bool = False):
-    best = SimpleNamespace(features={"fitness": fit, "reverse_fitness": fit + 0.05},
+def _verdict(fit: float, obj: bool = False, agreement: float = 0.1):
+    best = SimpleNamespace(features={"fitness": fit, "reverse_fitness": fit + 0.05,
+                                     "agreement": agreement},
                            result=SimpleNamespace(object=obj))  # fmt: skip
     return SimpleNamespace(registered=True, best=best, reason="", mirror=None)
 
 
-def _fits(value: float | None, calls: list[int]):
+def _fits(value: float | None, calls: list[int], agreement: float = 0.1):
     def fits(best):
         calls.append(1)
-        return [] if value is None else [{"fitness": value, "reverse_fitness": value}]
+        return [] if value is None else [{"fitness": value, "reverse_fitness": value,
+                                          "agreement": agreement}]  # fmt: skip
 
     return fits
 
@@ -38,7 +40,8 @@ def test_a_mirror_image_that_fits_better_refuses_the_registration():
     mirror_check(verdict, _fits(0.95, calls))
     assert not verdict.registered and calls == [1]
     assert verdict.reason.startswith("mirror:") and "95 % against 50 %" in verdict.reason
-    assert verdict.mirror == {"fit": 0.5, "mirror_fit": 0.95}
+    assert verdict.mirror == {"fit": 0.5, "mirror_fit": 0.95, "agreement": 0.1,
+                              "mirror_agreement": 0.1}  # fmt: skip
 
 
 @pytest.mark.parametrize("other", [0.3, 0.55, 0.77])
@@ -49,13 +52,37 @@ def test_a_mirror_image_that_fits_worse_or_not_whole_leaves_it_registered(other)
     verdict, calls = _verdict(0.5), []
     mirror_check(verdict, _fits(other, calls))
     assert verdict.registered and verdict.reason == "" and calls == [1]
-    assert verdict.mirror == {"fit": 0.5, "mirror_fit": other}
+    assert verdict.mirror == {"fit": 0.5, "mirror_fit": other, "agreement": 0.1,
+                              "mirror_agreement": 0.1}  # fmt: skip
 
 
 def test_no_mirror_estimate_leaves_it_registered():
     verdict, calls = _verdict(0.5), []
     mirror_check(verdict, _fits(None, calls))
-    assert verdict.registered and verdict.mirror == {"fit": 0.5, "mirror_fit": None}
+    assert verdict.registered
+    assert verdict.mirror == {"fit": 0.5, "mirror_fit": None, "agreement": 0.1,
+                              "mirror_agreement": None}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("other", "agreement", "refused"),
+    [
+        (0.55, 0.3, True),  # fits as well, the network agrees 3x as much: a mirrored scan
+        (0.55, 0.15, False),  # 1.5x: right generated pairs' mirror images reach 0.96x
+        (0.45, 0.3, False),  # fits less: a right generated pair's reached 2.2x at 0.86x
+        (0.55, 0.05, False),  # 0.05 against 0.02: under the floor, too few matches to count
+    ],
+)
+def test_a_mirror_image_the_network_agrees_with_far_more_refuses_it(other, agreement, refused):
+    """The network's features are not mirror-symmetric: its matches agree with a mirrored
+    scan's true counterpart (the mirror image's pose) 2.3-6.6x as much as with the pose of
+    the scan as given, where right registrations' mirror images reach 0.96x at the same fit."""
+    verdict, calls = _verdict(0.5, agreement=0.1 if agreement > 0.05 else 0.02), []
+    mirror_check(verdict, _fits(other, calls, agreement))
+    assert verdict.registered is not refused and calls == [1]
+    if refused:
+        assert verdict.reason.startswith("mirror:") and "agree with it 3.0x" in verdict.reason
+        assert "55 % against 50 %" in verdict.reason
 
 
 @pytest.mark.parametrize("case", ["congruent fit", "object", "not registered"])
@@ -78,6 +105,28 @@ def test_a_refused_mirror_image_leaves_it_registered():
 
     mirror_check(verdict, refused)
     assert verdict.registered and verdict.mirror is None
+
+
+@pytest.mark.data
+def test_a_real_fragment_mirrored_onto_a_partner_it_overlaps_in_part_is_refused(shared_data):
+    """3DMatch redkitchen fragment 6 mirrored in x, turned 55 deg and moved, against fragment
+    5 (they overlap in part): the mirrored scan fitted 42 % both ways and registered; its
+    mirror image (the scan as it was) fits 71 %, under the 80 % a mirror image must fit to
+    refuse on the fit alone, and the network's matches agree with its pose 2.3x as much."""
+    import pcreg
+    from pcreg.bench.real_classes import _sources
+
+    rooms = {name: (s, r) for name, s, r, _ in _sources(shared_data)["rooms"]}
+    if "3DMatch 5<-6" not in rooms:
+        pytest.skip("3DMatch fragments 5 and 6 absent")
+    src, ref = rooms["3DMatch 5<-6"]
+    a = np.radians(55.0)
+    turn = np.array([[np.cos(a), -np.sin(a), 0.0], [np.sin(a), np.cos(a), 0.0], [0, 0, 1.0]])
+    result = pcreg.register(mirrored(src) @ turn.T + [0.3, -0.2, 0.1], ref)
+    assert not result.registered
+    assert result.reason.startswith("mirror:") and "network's matches agree" in result.reason
+    m = result.verdict.mirror
+    assert m["mirror_fit"] < CONGRUENT_FIT and m["mirror_agreement"] > 2 * m["agreement"]
 
 
 @pytest.mark.data
