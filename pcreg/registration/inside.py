@@ -99,7 +99,8 @@ FINE_DIVS = 30.0
 #: around a real object, which a crop of it lacks. Measured on real object scans composited
 #: onto real RGB-D frames (``python tools/real_inside.py``, seeds 0 and 1): a place within half
 #: an extent of the truth among the 8 first in 6 of 18 crops and 10 of 18 templates with the
-#: extent / 8 alone, 12 and 11 with both
+#: extent / 8 alone, 12 and 11 with both. The second is at least two fine voxels (extent /
+#: 15); in a scene large enough for both to reach the point cap they come out about equal
 COARSE_DIVS = (8.0, 16.0)
 COARSE_MAX_POINTS = 40_000
 #: each small point's nearest large features at the coarse voxel
@@ -201,13 +202,15 @@ def find_inside(small: np.ndarray, large: np.ndarray, seed: int = 0) -> InsideSe
         candidates ``among`` (bool mask) at a different pose (``margin``: its fit over the
         win's), or as a ``part``, the symmetry probe's pose where that makes it ambiguous."""
         crop_f, _ = crops[win]
-        if not part:
-            # judged whole: the scene around the candidate, not around the place it was found
-            # at, which may cut the object half an extent off and leave out what fits (a
-            # part's measurements read the scene around the answer already, :func:`near`)
-            at = poses[win][:3, :3] @ centre + poses[win][:3, 3]
-            crop_f = downsample_with_normals(large_tree.data[large_tree.query_ball_point(
-                at, CROP * size)], fine)  # fmt: skip
+        at = poses[win][:3, :3] @ centre + poses[win][:3, 3]
+        around = large_tree.query_ball_point(at, CROP * size)
+        if not part and len(around) >= 10:
+            # judged whole: ICP and the fit on the scene around the candidate, not around the
+            # place it was found at, which may cut the object half an extent off and leave
+            # out what fits. A part keeps its place's crop (its fit is only a floor; its
+            # share and visible fit read the scene around it, :func:`near`). The candidates'
+            # ranking and margin stay on their places' crops
+            crop_f = downsample_with_normals(large_tree.data[around], fine)
         icp = o3d.pipelines.registration.registration_icp(
             small_f, crop_f, fine, poses[win],
             o3d.pipelines.registration.TransformationEstimationPointToPlane(),

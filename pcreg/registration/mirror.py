@@ -20,7 +20,8 @@ source, the same search for both; ``pcreg.register``):
   millimetres, the dragon), 0.89x on the lowest-overlap pair (two bunny views 90 deg apart,
   43 % overlap: a bunny is nearly mirror-symmetric left to right).
 
-So a registered verdict is refused (``mirror: ...``) where the mirror image fits
+So a registered verdict is refused (``mirror: ...``; a second way, by the network's own
+matches, is below) where the mirror image fits
 :data:`MIRROR_RATIO` times as well as the source or better *and* lays :data:`CONGRUENT_FIT` of
 both clouds onto each other: the two scans are then mirror images of each other. The second
 condition is needed: in a mirror-symmetric room the mirror image of a fragment is congruent
@@ -31,7 +32,8 @@ test_ray.py`` failed). A mirrored scan given with a scan that overlaps it only i
 (3DMatch fragment 5 mirrored against fragment 0) is not caught this way; the verdict refused
 the one tried.
 
-**The network's agreement.** Where the fits alone do not decide, the network does: its
+**The network's agreement.** Where the fits alone do not decide, the network does (in the
+indoor setting, where it was measured, comparing estimates made the same way): its
 features are learned on scans of one handedness and are not mirror-symmetric (KPConv's kernel
 points are a fixed chiral set), so its matches between a mirrored scan and its partner are
 poor, while its matches for the mirror image (the scan as it was) are the usual ones. So a
@@ -160,6 +162,22 @@ def _two_way(features: dict[str, float]) -> float:
     return min(float(features.get("fitness", 0.0)), float(features.get("reverse_fitness", 0.0)))
 
 
+def _same_kind(best: Any, found: list[dict[str, float]]) -> dict[str, float] | None:
+    """The best-fitting of the mirror image's estimates ``found`` that the agreement rule may
+    compare with ``best`` (a :class:`~pcreg.registration.verdict.Candidate`), or None: one
+    made the same way (the network's orientation search, FPFH + RANSAC alone, or the network
+    from FPFH's pose: the same ``from_fpfh`` and ``fpfh_alone``), so that both agreements are
+    the same network's matches measured the same way, in the indoor setting where it was
+    measured (module doc), and with the source's agreement measured (0 also stands for an
+    estimate no network pass supported)."""
+    feats = best.features
+    if best.result.setting != "indoor" or float(feats.get("agreement", 0.0)) <= 0:
+        return None
+    kind = (feats.get("from_fpfh", 0.0), feats.get("fpfh_alone", 0.0))
+    same = [f for f in found if (f.get("from_fpfh", 0.0), f.get("fpfh_alone", 0.0)) == kind]
+    return max(same, key=_two_way, default=None)
+
+
 def mirrored(points: np.ndarray) -> np.ndarray:
     """``points (N, 3)`` reflected in x (their mirror image: ``points @ REFLECTION``)."""
     return points * np.diag(REFLECTION)
@@ -168,7 +186,9 @@ def mirrored(points: np.ndarray) -> np.ndarray:
 def mirror_check(verdict: Any, mirror_fits: Callable[[Any], list[dict[str, float]]]) -> None:
     """Turn a registered ``verdict`` to not registered where the source's mirror image fits
     the reference :data:`MIRROR_RATIO` times as well as the source or better, and at least
-    :data:`CONGRUENT_FIT` both ways (module doc); a no-op where the best estimate fits
+    :data:`CONGRUENT_FIT` both ways, or in the indoor setting, where an estimate of the mirror
+    image made the same way fits at least as well with :data:`AGREEMENT_RATIO` times the
+    network's agreement (module doc); a no-op where the best estimate fits
     :data:`CONGRUENT_FIT` both ways, was made under an object reading of the units, or the
     verdict is not registered.
 
@@ -176,7 +196,8 @@ def mirror_check(verdict: Any, mirror_fits: Callable[[Any], list[dict[str, float
     estimates of the source's mirror image by the search that made ``best`` (a
     :class:`~pcreg.registration.verdict.Candidate`) under its reading of the units; it may
     raise :class:`~pcreg.errors.InputError` (the mirror image refused: no check). Sets
-    ``verdict.mirror`` to ``{"fit", "mirror_fit"}`` where the check ran."""
+    ``verdict.mirror`` to ``{"fit", "mirror_fit", "agreement", "mirror_agreement"}`` where
+    the check ran (the mirror image's None where it got no estimate)."""
     if not verdict.registered or verdict.best is None or verdict.best.result.object:
         return  # objects: the verdict refuses their mirrors (module doc)
     fit = _two_way(verdict.best.features)
@@ -206,11 +227,18 @@ def mirror_check(verdict: Any, mirror_fits: Callable[[Any], list[dict[str, float
     if other >= max(MIRROR_RATIO * fit, CONGRUENT_FIT):
         why = f"fits the reference better than the source does ({100 * other:.0f} % against "
         why += f"{100 * fit:.0f} % both ways)"
-    elif other >= fit and other_agree >= max(AGREEMENT_RATIO * agree, MIN_MIRROR_AGREEMENT):
-        why = (f"fits the reference at least as well as the source does ({100 * other:.0f} % "
-               f"against {100 * fit:.0f} % both ways), and the network's matches agree with it "
-               f"{other_agree / max(agree, 1e-12):.1f}x as much ({100 * other_agree:.0f} % "
-               f"against {100 * agree:.0f} %)")  # fmt: skip
+    elif (
+        (alike := _same_kind(verdict.best, found)) is not None
+        and _two_way(alike) >= fit
+        and (
+            float(alike.get("agreement", 0.0)) >= max(AGREEMENT_RATIO * agree, MIN_MIRROR_AGREEMENT)
+        )
+    ):
+        alike_fit, alike_agree = _two_way(alike), float(alike.get("agreement", 0.0))
+        why = (f"fits the reference at least as well as the source does ({100 * alike_fit:.0f} "
+               f"% against {100 * fit:.0f} % both ways), and the network's matches agree with it "
+               f"{alike_agree / agree:.1f}x as much ({100 * alike_agree:.0f} % against "
+               f"{100 * agree:.0f} %)")  # fmt: skip
     else:
         return
     verdict.registered = False

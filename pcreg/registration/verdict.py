@@ -215,8 +215,9 @@ class Verdict:
     centre: np.ndarray | None = None
     diagonal: float = 0.0
     #: the mirror check where it ran (:func:`~pcreg.registration.mirror.mirror_check`; None:
-    #: it did not run): the best estimate's both-way fitness and its mirror image's (None: the
-    #: search gave the mirror image no estimate, its ranking having screened it out,
+    #: it did not run): the best estimate's both-way fitness and its mirror image's, and the
+    #: network's agreement with each (the mirror image's None: the search gave it no
+    #: estimate, its ranking having screened it out,
     #: :data:`~pcreg.registration.mirror.MIRROR_RANK_RATIO`, or nothing found)
     mirror: dict[str, float | None] | None = None
 

@@ -12,10 +12,14 @@ from pcreg.errors import InputError
 from pcreg.registration.mirror import CONGRUENT_FIT, REFLECTION, mirror_check, mirrored
 
 
-def _verdict(fit: float, obj: bool = False, agreement: float = 0.1):
+def _verdict(fit: float, obj: bool = False, agreement: float = 0.1, setting: str = "indoor",
+             fpfh: float = 0.0):  # fmt: skip
+    """A registered stand-in verdict; ``fpfh``: its best estimate's ``from_fpfh`` and
+    ``fpfh_alone`` (0: the network's orientation search made it)."""
     best = SimpleNamespace(features={"fitness": fit, "reverse_fitness": fit + 0.05,
-                                     "agreement": agreement},
-                           result=SimpleNamespace(object=obj))  # fmt: skip
+                                     "agreement": agreement, "from_fpfh": fpfh,
+                                     "fpfh_alone": fpfh},
+                           result=SimpleNamespace(object=obj, setting=setting))  # fmt: skip
     return SimpleNamespace(registered=True, best=best, reason="", mirror=None)
 
 
@@ -83,6 +87,24 @@ def test_a_mirror_image_the_network_agrees_with_far_more_refuses_it(other, agree
     if refused:
         assert verdict.reason.startswith("mirror:") and "agree with it 3.0x" in verdict.reason
         assert "55 % against 50 %" in verdict.reason
+
+
+@pytest.mark.parametrize(("fpfh", "setting", "agreement"), [(1.0, "indoor", 0.1),
+                                                            (0.0, "outdoor", 0.1),
+                                                            (0.0, "indoor", 0.0)])  # fmt: skip
+def test_the_agreement_rule_compares_like_with_like_indoors(fpfh, setting, agreement):
+    """The mirror image's estimates here are the network's orientation search's: against an
+    FPFH + RANSAC estimate (agreement: a network pass's matches at FPFH's pose), an outdoor
+    one (not measured), or a source whose agreement is 0 (also: no network pass supported
+    it), the agreement rule leaves the registration (the fit rule still applies)."""
+    verdict, calls = _verdict(0.5, agreement=agreement, setting=setting, fpfh=fpfh), []
+    mirror_check(verdict, _fits(0.55, calls, 0.3))
+    assert verdict.registered and calls == [1]
+    verdict = _verdict(0.5, fpfh=1.0)  # the same kind on both sides: refused
+    found = [{"fitness": 0.55, "reverse_fitness": 0.55, "agreement": 0.3, "from_fpfh": 1.0,
+              "fpfh_alone": 1.0}]  # fmt: skip
+    mirror_check(verdict, lambda best: found)
+    assert not verdict.registered and "3.0x as much" in verdict.reason
 
 
 @pytest.mark.parametrize("case", ["congruent fit", "object", "not registered"])
