@@ -34,9 +34,10 @@ the one tried.
 
 **The network's agreement.** Where the fits alone do not decide, the network does (in the
 indoor setting, where it was measured, comparing estimates made the same way): its
-features are learned on scans of one handedness and are not mirror-symmetric (KPConv's kernel
-points are a fixed chiral set), so its matches between a mirrored scan and its partner are
-poor, while its matches for the mirror image (the scan as it was) are the usual ones. So a
+features are learned on scans of one handedness and are not mirror-symmetric (measured below;
+a KPConv kernel's fixed set of points need not be), so its matches between a mirrored scan and
+its partner are poor, while its matches for the mirror image (the scan as it was) are the
+usual ones. So a
 registered verdict is also refused where the mirror image fits at least as well as the source
 and the network's correspondences agree with its pose (the share of their weight within the
 inlier radius) :data:`AGREEMENT_RATIO` times as much as with the source's, and at least
