@@ -100,7 +100,7 @@ FINE_DIVS = 30.0
 #: onto real RGB-D frames (``python tools/real_inside.py``, seeds 0 and 1): a place within half
 #: an extent of the truth among the 8 first in 6 of 18 crops and 10 of 18 templates with the
 #: extent / 8 alone, 12 and 11 with both. The second is at least two fine voxels (extent /
-#: 15); in a scene large enough for both to reach the point cap they come out about equal
+#: 15), and skipped where the first grew for the cap or is as fine already (the same places)
 COARSE_DIVS = (8.0, 16.0)
 COARSE_MAX_POINTS = 40_000
 #: each small point's nearest large features at the coarse voxel
@@ -147,9 +147,17 @@ def find_inside(small: np.ndarray, large: np.ndarray, seed: int = 0) -> InsideSe
     rng = np.random.default_rng(seed)
     size = cloud_extent(small)
     fine = max(size / FINE_DIVS, point_spacing(small))
-    scales = [_places_at(small, large, max(size / divs, 2 * fine), size) for divs in COARSE_DIVS]
-    coarse = scales[0][0]
-    places = _interleaved([found for _, found in scales], size)
+    rankings: list[list[np.ndarray]] = []
+    coarse, capped = 0.0, False  # the first voxel as used (reported), and whether it grew
+    for divs in COARSE_DIVS:
+        voxel = max(size / divs, 2 * fine)
+        if rankings and (capped or voxel > 0.9 * coarse):
+            break  # as coarse as the first (two fine voxels, or the cap): the same places
+        used, found = _places_at(small, large, voxel, size)
+        capped = used > voxel  # a finer one would grow to about the same
+        coarse = coarse or used
+        rankings.append(found)
+    places = _interleaved(rankings, size)
     centre = small.mean(axis=0)
     timings["places"] = time.perf_counter() - t0
     t0 = time.perf_counter()
