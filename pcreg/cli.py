@@ -123,13 +123,20 @@ def _main(argv: list[str] | None, served_here: bool) -> int:
         code = forward(argv)
         if code is not None:
             return code
+    from pcreg.commands._parser import ArgumentExit
+
     parser = build_parser()
-    args, extra = parser.parse_known_args(argv)
-    if extra:  # the subcommand's parser says so, and points at its own --help
-        commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-        commands.choices.get(args.command, parser).error(
-            f"unrecognized arguments: {' '.join(extra)}"
-        )
+    try:
+        args, extra = parser.parse_known_args(argv)
+        if extra:  # the subcommand's parser says so, and points at its own --help
+            commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+            commands.choices.get(args.command, parser).error(
+                f"unrecognized arguments: {' '.join(extra)}"
+            )
+    except ArgumentExit as err:  # the line is on stderr; a script reading --json gets it too
+        if "--json" in argv and sys.stdout is not None:
+            _json_error(err.line.split(": error: ", 1)[-1], 2)
+        raise
     args.argv = argv  # recorded in benchmark tables
     args.main = main  # `pcreg serve` runs each request through this entry point
     logging.basicConfig(

@@ -111,6 +111,24 @@ def test_with_json_bad_input_is_a_json_object_on_stdout_too(tmp_path, clouds, ca
     assert capsys.readouterr().out == ""
 
 
+@pytest.mark.parametrize("bad", [["--voxel-size", "abc"], ["--voxel", "0.05"]])
+def test_with_json_an_argument_error_is_a_json_object_on_stdout_too(clouds, capsys, bad):
+    """The parser's refusals (a bad value, an unknown or abbreviated option) as well: exit 2,
+    the one line on stderr, and its words as one object on stdout."""
+    src, ref = clouds
+    with pytest.raises(SystemExit) as exit_:
+        main(["register", str(src), str(ref), "--json", *bad])
+    captured = capsys.readouterr()
+    assert exit_.value.code == 2
+    (line,) = captured.err.splitlines()
+    assert line.startswith("pcreg register: error: ") and bad[0] in line
+    assert json.loads(captured.out) == {"error": line.removeprefix("pcreg register: error: "),
+                                        "exit_code": 2}  # fmt: skip
+    with pytest.raises(SystemExit):
+        main(["register", str(src), str(ref), *bad])
+    assert capsys.readouterr().out == ""
+
+
 def test_no_correspondences_names_the_identity_only_where_the_estimate_is_it():
     """An object-in-scene search returned a pose 14,000 km off whose fit kept no point; its
     reason said "the estimate (the identity)"."""

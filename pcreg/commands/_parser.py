@@ -3,9 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import NoReturn
 
-__all__ = ["OneLineParser"]
+__all__ = ["ArgumentExit", "OneLineParser"]
+
+
+class ArgumentExit(SystemExit):
+    """argparse's exit 2 for a refused argument, with its one ``line`` (already on stderr):
+    the command line repeats it as a JSON object where ``--json`` was asked for."""
+
+    def __init__(self, line: str) -> None:
+        super().__init__(2)
+        self.line = line
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -23,4 +33,6 @@ class OneLineParser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+        line = f"{self.prog}: error: {message} (see `{self.prog} --help`)"
+        self._print_message(line + "\n", sys.stderr)
+        raise ArgumentExit(line)
