@@ -206,9 +206,10 @@ def _run_whole(command: list[str], env: dict[str, str]) -> tuple[float, float, n
         raise RuntimeError(f"{command[:2]}: the launcher failed: {proc.stderr[-500:]}")
     code, wall, peak_kib = report[-1].split()[1:]
     text = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
-    if not text.startswith("{"):
-        raise RuntimeError(f"{command[:2]}: exit {code}, no result on stdout")
-    record = json.loads(text)
+    record = json.loads(text) if text.startswith("{") else {}
+    if "transform" not in record:  # nothing, or --json's error object
+        why = f": {record['error']}" if "error" in record else ""
+        raise RuntimeError(f"{command[:2]}: exit {code}, no result on stdout{why}")
     transform, registered = np.asarray(record["transform"]), bool(record["registered"])
     return float(wall), int(peak_kib) / 1024, transform, registered
 
