@@ -10,9 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from shared_paths import SHARED_DATA  # tests/ is on sys.path (a rootdir conftest)
 
-REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = Path(os.environ.get("PCREG_SHARED_DATA", REPO.parent / "shared" / "data"))
 # a `pcreg serve` the developer left running must not answer the tests' commands (their own
 # code may differ); tests/test_serve.py starts its own server on its own socket
 os.environ["PCREG_NO_SERVER"] = "1"

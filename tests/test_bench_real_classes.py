@@ -61,7 +61,7 @@ def test_summary_and_table_count_each_family_and_class():
 
 @pytest.mark.data
 def test_every_class_of_one_round_is_built_with_its_truth():
-    from conftest import SHARED_DATA
+    from shared_paths import SHARED_DATA
 
     if not (SHARED_DATA / "geotransformer_repo" / "demo").is_dir():
         pytest.skip(f"real data not found at {SHARED_DATA}")

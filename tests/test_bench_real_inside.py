@@ -12,7 +12,7 @@ from pcreg.bench.real_inside import real_inside_cases, right
 
 @pytest.fixture(scope="module")
 def train_data(request):
-    from conftest import SHARED_DATA
+    from shared_paths import SHARED_DATA
 
     root = SHARED_DATA.parent / "train_data"
     needed = ("tum_fr1xyz_depth_pairs", "stanford_bunny_range_scans",

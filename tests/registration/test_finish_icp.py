@@ -80,7 +80,7 @@ def test_a_kitti_crop_is_not_registered_where_its_icp_stopped_mid_slide():
     """Found by ``tools/real_classes.py`` (seed 0, case 177): a plane's crop of KITTI 00 frame
     3 (19,352 points) onto frame 6 stopped at ICP's 100th step 0.85 m and 1.8 deg from the
     truth and was registered there (score 0.91); ICP settles on the truth at step 122."""
-    from conftest import SHARED_DATA
+    from shared_paths import SHARED_DATA
 
     from pcreg.bench.real_classes import real_class_cases
 

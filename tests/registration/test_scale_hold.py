@@ -110,7 +110,7 @@ def test_a_mirrored_kitti_scan_is_not_registered_as_a_room_in_centimetres():
     """Found by ``tools/real_classes.py`` (seed 0, case 26): KITTI 04 frame 3 mirrored in x,
     under this motion, against frame 9 was refused in metres and registered in centimetres
     (as a 1.2 m room, fitting 86 % at the indoor setting's 5-unit voxel, 24 % at 0.3 m)."""
-    from conftest import SHARED_DATA
+    from shared_paths import SHARED_DATA
 
     root = SHARED_DATA.parent / "train_data" / "kitti_seq00-07_semantickitti_mini"
     velodyne = root / "sequences" / "04" / "velodyne"

@@ -298,7 +298,7 @@ def test_a_better_fit_never_scores_lower_where_the_probe_finds_no_turn():
 def test_the_stanford_bunny_registers_onto_a_moved_copy_of_itself():
     """A newcomer's first try: `pcreg register bunny.ply moved.ply`. Right within 0.01 deg, it
     was refused (score 0.38-0.47 against the objects' 0.61)."""
-    from conftest import SHARED_DATA
+    from shared_paths import SHARED_DATA
 
     import pcreg
     from pcreg.io import read_points

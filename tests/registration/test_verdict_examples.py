@@ -15,7 +15,7 @@ pytestmark = pytest.mark.data
 
 @pytest.fixture(scope="module")
 def demo():
-    from conftest import SHARED_DATA
+    from shared_paths import SHARED_DATA
 
     root = SHARED_DATA / "geotransformer_repo" / "demo"
     if not root.is_dir():
@@ -24,7 +24,7 @@ def demo():
 
 
 def _kitti(frame: int) -> np.ndarray:
-    from conftest import SHARED_DATA
+    from shared_paths import SHARED_DATA
 
     path = SHARED_DATA / "kitti00_scancontext" / f"{frame:06d}.bin"
     if not path.is_file():
@@ -107,7 +107,7 @@ def test_generated_room_against_a_real_fragment(demo):
 def mirrored_scans() -> dict[str, np.ndarray]:
     """Real scans, each to be mirrored in x and given with itself (a hostile run found these
     registered: 3DMatch fragment 5, a KITTI scan, a TUM RGB-D frame)."""
-    from conftest import SHARED_DATA
+    from shared_paths import SHARED_DATA
 
     from pcreg.bench.zero_shot import _tum
 
@@ -137,8 +137,8 @@ def test_a_tum_frame_mirrored_against_the_next_frame_is_refused_as_a_mirror():
     """The hostile run's hardest mirror: not the scan itself but the next frame (its mirror
     image fits 0.85-0.92 both ways, the source about 0.49), under a random motion; through
     the orientation search and its ranking screen."""
-    from conftest import SHARED_DATA
     from scipy.spatial.transform import Rotation
+    from shared_paths import SHARED_DATA
 
     from pcreg.bench.zero_shot import _tum
 
@@ -167,7 +167,7 @@ def _crop(cloud: np.ndarray, at: int, radius: float, seed: int) -> tuple[np.ndar
 def test_a_crop_too_small_for_the_network_is_searched_inside_the_scan():
     """A 0.5 m ball of a 3DMatch fragment (extent ratio 3.5, 7 superpoints at the network's
     0.4 m) was refused as input (exit 2); it is now searched as an object in the scan."""
-    from conftest import SHARED_DATA
+    from shared_paths import SHARED_DATA
 
     path = SHARED_DATA / "regtr_3dmatch_fragments" / "7-scenes-redkitchen" / "cloud_bin_5.npy"
     if not path.is_file():

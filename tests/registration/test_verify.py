@@ -54,7 +54,7 @@ def test_the_truth_of_a_real_pair_registers(shared_data):
 @pytest.fixture(scope="module")
 def demo_network():
     """The demo pair, and the shipped indoor network's correspondences on it."""
-    from conftest import SHARED_DATA
+    from shared_paths import SHARED_DATA
 
     import pcreg
 
