@@ -40,6 +40,7 @@ from threadpoolctl import threadpool_limits
 
 __all__ = [
     "busy_elsewhere",
+    "current_lanes",
     "current_threads",
     "fit_late",
     "fitted_threads",
@@ -57,7 +58,11 @@ F = TypeVar("F", bound=Callable)
 _lock = threading.Lock()
 _users = 0
 _chosen = 1
+_lanes = 1
 _saved: tuple = (None, 1, None, None)
+
+#: the most coarse lanes a registration runs side by side (:func:`current_lanes`)
+MAX_LANES = 2
 
 
 def single_threaded_blas(func: F) -> F:
@@ -104,6 +109,26 @@ def current_threads() -> int:
             return _chosen
     torch = sys.modules.get("torch")
     return int(torch.get_num_threads()) if torch is not None else 1
+
+
+def current_lanes() -> int:
+    """How many coarse, independent tasks this process's registration runs side by side now
+    (the two clouds' pyramids and backbones, the orientation search's hypotheses, an ICP
+    beside a network pass): inside :func:`fitted_threads` the caller's ceiling, at most
+    :data:`MAX_LANES`, whatever the load (``PCREG_THREADS=N`` fixes it as it fixes the
+    threads); else :func:`current_threads`.
+
+    Unlike torch's or Open3D's parallel regions, such lanes never meet at a barrier: each
+    waits only for its own work, so a busy neighbour slows a lane by its share of a core and
+    no more, and two lanes get two of the scheduler's shares where one lane gets one.
+    Measured on the 2-core AMD EPYC, a whole ``pcreg register`` of KITTI 00 scans 94 -> 95
+    beside two CPU-bound single-threaded processes (medians of 5, alternating): one lane
+    (the load-fitted count) 2.81 s, two lanes 2.39 s, against 1.50 s idle with two lanes
+    and 1.76 s idle with one (BENCHMARKS.md, "On a busy machine")."""
+    with _lock:
+        if _users > 0:
+            return _lanes
+    return current_threads()
 
 
 def _running_total(stat: Path = Path("/proc/stat")) -> int | None:
@@ -241,7 +266,7 @@ def fitted_threads(load: tuple[str, ...] = ("torch", "open3d")) -> Iterator[int]
     the caller's setting)."""
     for name in load:  # loaded here: their threads are set before the body runs
         importlib.import_module(name)
-    global _users, _chosen, _saved
+    global _users, _chosen, _lanes, _saved
     with _lock:
         if _users == 0:
             torch, o3d = sys.modules.get("torch"), sys.modules.get("open3d")
@@ -250,6 +275,7 @@ def fitted_threads(load: tuple[str, ...] = ("torch", "open3d")) -> Iterator[int]
             o3d_before = o3d_api[0]() if o3d_api is not None else None
             fixed = os.environ.get("PCREG_THREADS", "").strip()
             _chosen = (int(fixed) or before) if fixed.isdigit() else _choose(before)
+            _lanes = _chosen if fixed.isdigit() else max(1, min(MAX_LANES, before))
             _saved = (torch, before, o3d_api, o3d_before)
             if torch is not None and _chosen != before:
                 torch.set_num_threads(_chosen)

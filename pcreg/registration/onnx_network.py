@@ -430,17 +430,17 @@ class OnnxRegistrar:
 
 
 class _Lanes:
-    """Two lanes of work when the registration's fitted thread count
-    (:func:`pcreg.engine.threads.current_threads`) is two or more, else one: ONNX Runtime's
-    sessions, numpy's array loops and the k-d trees release the GIL, so the two clouds'
-    pyramids and backbones, and then the orientation search's hypotheses, overlap on two
-    cores. The sessions themselves stay at one thread (their own pool's threads spin at
-    every operator's barrier, which a busy neighbour turns into waits)."""
+    """Two lanes of work when the registration may run two
+    (:func:`pcreg.engine.threads.current_lanes`: its ceiling, busy neighbours or not), else
+    one: ONNX Runtime's sessions, numpy's array loops and the k-d trees release the GIL, so
+    the two clouds' pyramids and backbones, and then the orientation search's hypotheses,
+    overlap on two cores. The sessions themselves stay at one thread (their own pool's
+    threads spin at every operator's barrier, which a busy neighbour turns into waits)."""
 
     def __init__(self) -> None:
-        from pcreg.engine.threads import current_threads
+        from pcreg.engine.threads import current_lanes
 
-        self.pool = ThreadPoolExecutor(2) if current_threads() >= 2 else None
+        self.pool = ThreadPoolExecutor(2) if current_lanes() >= 2 else None
 
     def __enter__(self) -> _Lanes:
         return self

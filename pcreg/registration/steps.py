@@ -145,11 +145,12 @@ def ransac_iterations(plan: _Plan, obj: bool) -> int:
 def beside(
     first: Callable[[], T], second: Callable[[], U] | None
 ) -> tuple[tuple[T, float], tuple[U | None, float]]:
-    """``first()``, and ``second()`` beside it on a worker thread where two cores are free
-    (:func:`~pcreg.engine.threads.current_threads`), else after it; ``second`` runs in this
-    registration's context (its memo, :mod:`pcreg.registration.memo`), and every BLAS stays
-    at one thread meanwhile (the network's steps set that limit process-wide as they enter
-    and leave). Returns ``(value, seconds)`` of each (``(None, 0.0)`` without ``second``).
+    """``first()``, and ``second()`` beside it on a worker thread where the registration runs two
+    lanes (:func:`~pcreg.engine.threads.current_lanes`), else after it; ``second`` runs in
+    this registration's context (its memo, :mod:`pcreg.registration.memo`), and every BLAS
+    stays at one thread meanwhile (the network's steps set that limit process-wide as they
+    enter and leave).
+    Returns ``(value, seconds)`` of each (``(None, 0.0)`` without ``second``).
 
     The network's pass from FPFH + RANSAC's pose and the ICP of that pose are independent.
     The caller pairs them only where the pass runs the source's half alone (its reference's
@@ -161,7 +162,7 @@ def beside(
 
     from threadpoolctl import threadpool_limits
 
-    from pcreg.engine.threads import current_threads
+    from pcreg.engine.threads import current_lanes
 
     def timed(func: Callable[[], T]) -> tuple[T, float]:
         t0 = time.perf_counter()
@@ -170,7 +171,7 @@ def beside(
 
     if second is None:
         return timed(first), (None, 0.0)
-    if current_threads() < 2:
+    if current_lanes() < 2:
         return timed(first), timed(second)
     with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(1) as pool:
         later = pool.submit(copy_context().run, timed, second)

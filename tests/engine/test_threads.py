@@ -237,6 +237,37 @@ assert torch.get_num_threads() == 2  # restored with the rest
 print("ok", "torch" in sys.modules)
 """
 
+_LANES = """
+import os
+from pcreg.engine import threads
+threads.usable_cores = lambda: 2
+os.cpu_count = lambda: 2
+os.environ.pop("PCREG_THREADS", None)
+seen = []
+cases = [(0, None, ""), (2, None, ""), (2, 1, ""), (0, None, "1"), (2, None, "2")]
+for busy, ceiling, fixed in cases:
+    threads.busy_elsewhere = lambda b=busy: b
+    threads.set_thread_ceiling(ceiling)
+    if fixed:
+        os.environ["PCREG_THREADS"] = fixed
+    with threads.fitted_threads(()) as n:
+        seen.append((n, threads.current_lanes()))
+    os.environ.pop("PCREG_THREADS", None)
+threads.set_thread_ceiling(None)
+seen.append(threads.current_lanes())  # outside a fitted region: current_threads (1, no torch)
+print(seen)
+"""
+
+
+def test_lanes_follow_the_ceiling_not_the_load():
+    """Barrier-free lanes (the two clouds side by side) run two wherever the registration
+    may use two cores, busy neighbours or not, while the fitted thread count (torch's
+    regions, the k-d trees' workers) drops to the free cores; a worker's ceiling of one and
+    ``PCREG_THREADS`` hold both."""
+    env = {k: v for k, v in os.environ.items() if k != "PCREG_THREADS"}
+    out = subprocess.run([sys.executable, "-c", _LANES], capture_output=True, text=True, env=env)
+    assert out.stdout.strip() == "[(2, 2), (1, 2), (1, 1), (1, 1), (2, 2), 1]", out.stderr[-2000:]
+
 
 def test_without_torch_the_ceiling_is_the_cores_or_the_workers_share_and_late_torch_is_fitted():
     """The ONNX Runtime path fits its lanes without torch loaded; torch imported inside the

@@ -25,7 +25,7 @@ def _demo(shared_data):
 
 @pytest.fixture(scope="module")
 def demo_in_metres():
-    from conftest import SHARED_DATA
+    from shared_paths import SHARED_DATA
 
     if not (SHARED_DATA / "geotransformer_repo").is_dir():
         pytest.skip(f"real data not found at {SHARED_DATA}")
@@ -215,7 +215,7 @@ def test_fpfhs_icp_runs_beside_the_networks_pass_from_its_pose(monkeypatch, thre
     from pcreg.registration.memo import once_per_registration, recalled, remembered
     from pcreg.registration.steps import beside
 
-    monkeypatch.setattr(engine_threads, "current_threads", lambda: threads)
+    monkeypatch.setattr(engine_threads, "current_lanes", lambda: threads)
     seen = {}
     started = threading.Event()
 
@@ -277,7 +277,7 @@ def test_a_lidar_pair_reaching_fpfh_gives_the_same_candidates_with_icp_beside(
             calls.append(threading.get_ident())
             return real(*args, **kwargs)
 
-        monkeypatch.setattr(engine_threads, "current_threads", lambda t=threads: t)
+        monkeypatch.setattr(engine_threads, "current_lanes", lambda t=threads: t)
         monkeypatch.setattr(finish, "refine", counted)
         res = pcreg.register(src, ref)
         runs[threads] = (res, calls)
@@ -517,7 +517,7 @@ def test_a_reading_left_out_as_sparse_is_listed_where_a_later_one_registers():
     voxel, finer than the fragments' 2.5-unit spacing) is left out, the centimetres reading
     registers; `readings` names both (the left-out one was listed only where nothing
     registered)."""
-    from conftest import SHARED_DATA
+    from shared_paths import SHARED_DATA
 
     if not (SHARED_DATA / "geotransformer_repo").is_dir():
         pytest.skip(f"real data not found at {SHARED_DATA}")
