@@ -14,7 +14,7 @@ PYTEST_ARGS ?=
 PYTEST_WORKERS ?= 2
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: setup system-deps demo test test-all bench bench-quick lint clean
+.PHONY: setup system-deps demo test test-all bench bench-quick bench-deps lint clean
 
 setup: system-deps $(STAMP)
 
@@ -57,11 +57,16 @@ test: setup
 test-all: setup
 	@$(MAKE) --no-print-directory test PYTEST_ARGS="-m 'slow or not slow'"
 
-bench: setup
+bench: setup bench-deps
 	$(VENV)/bin/pcreg benchmark
 
-bench-quick: setup
+bench-quick: setup bench-deps
 	$(VENV)/bin/pcreg benchmark --quick
+
+# the peers the benchmarks compare against (KISS-Matcher, KISS-ICP): without them their rows
+# are left out, with a warning
+bench-deps:
+	$(PIP) install -q -e ".[bench]"
 
 lint: setup
 	$(VENV)/bin/ruff check pcreg tests tools
