@@ -57,6 +57,30 @@ def test_chained_poses_match_the_true_trajectory(tmp_path, room_pair):
     assert main(argv) == 2  # outputs exist: refused without --force
 
 
+@pytest.mark.parametrize("target", ["first", "second", "in the folder", "in a file's address"])
+def test_odometry_never_writes_over_an_input_even_with_force(tmp_path, capsys, room_pair, target):
+    """``--out`` naming one of the scans (given as files, as their folder, or as an address
+    inside a file: the file itself) is refused before any work, with ``--force``; the scan
+    is unchanged and no sidecar is written beside it (it was overwritten with the poses
+    file before)."""
+    scans = [tmp_path / "000000.npy", tmp_path / "000001.npy"]
+    for path, cloud in zip(scans, room_pair[:2], strict=True):
+        write_points(path, cloud[::8].astype(np.float32))
+    given = [str(p) for p in scans]
+    out = scans[1] if target == "second" else scans[0]
+    if target == "in the folder":
+        given = [str(tmp_path)]
+    elif target == "in a file's address":  # a scan read from an address: "FILE#SELECTOR"
+        out = tmp_path / "site.npy"
+        out.write_bytes(scans[0].read_bytes())
+        given = [f"{out}#0", str(scans[1])]
+    before = out.read_bytes()
+    argv = ["odometry", *given, "--method", "fpfh-ransac", "--workers", "1", "--force"]
+    assert main([*argv, "--out", str(out)]) == 2
+    assert "is an input of this command" in capsys.readouterr().err
+    assert out.read_bytes() == before and not out.with_name(out.name + ".json").exists()
+
+
 def test_odometry_needs_two_scans(tmp_path, capsys, room_pair):
     write_points(tmp_path / "a.npy", room_pair[0])
     assert main(["odometry", str(tmp_path / "a.npy")]) == 2

@@ -125,17 +125,21 @@ def check_outputs(
     paths: list[Path | None], force: bool, inputs: Sequence[Path | str | None] = ()
 ) -> None:
     """Fail before any work on an output path named twice, an output that is one of the
-    command's ``inputs`` (by path or by file: never replaced, even with ``force``), an
+    command's ``inputs`` (by path or by file, the file of an address ``FILE#SELECTOR``
+    included: never replaced, even with ``force``), an
     existing output (without ``force``), a symbolic link or other non-regular file there, or
     an unwritable one."""
+    from pcreg.io import split_address
+
     sources: dict[object, str] = {}
     for given in inputs:
         if given is None:
             continue
-        sources[_resolved(Path(given))] = str(given)
-        with contextlib.suppress(OSError):
-            st = os.stat(given)
-            sources[(st.st_dev, st.st_ino)] = str(given)
+        for path in {Path(given), split_address(given)[0]}:  # the file of ``scans.e57#2`` too
+            sources[_resolved(path)] = str(given)
+            with contextlib.suppress(OSError):
+                st = os.stat(path)
+                sources[(st.st_dev, st.st_ino)] = str(given)
     for path in paths:
         if path is None:
             continue

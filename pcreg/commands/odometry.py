@@ -6,6 +6,7 @@ import argparse
 import json
 import logging
 import sys
+from pathlib import Path
 
 from pcreg.commands._common import (
     add_method_arguments,
@@ -109,10 +110,12 @@ def run(args: argparse.Namespace) -> int:
     if args.loop_closure and args.device != "cpu":
         raise InputError("--device", "odometry with --loop-closure registers on the CPU")
     sidecar = None if args.out is None else sidecar_path(args.out)
-    check_outputs([args.out, sidecar, args.render], args.force)
-    check_kinds(pictures=[args.render])
     args.scans = scan_list(args.scans)
     calib = resolve_calib(args.frame, args.calib, args.scans)
+    model_file = args.model if args.model and Path(args.model).is_file() else None
+    check_outputs([args.out, sidecar, args.render], args.force,  # never one of the inputs
+                  inputs=[*args.scans, calib, model_file])  # fmt: skip
+    check_kinds(pictures=[args.render])
     tr = None if calib is None else read_calib_tr(calib)  # a bad file fails before any work
     result = run_odometry(
         args.scans,
