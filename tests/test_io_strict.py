@@ -290,6 +290,20 @@ def test_empty_vertex_element_is_an_empty_cloud(tmp_path):
         io.read_points(tmp_path / "e.ply")
 
 
+@pytest.mark.parametrize("kind", ["ascii", "binary"])
+@pytest.mark.parametrize("width, height", [(0, 1), (0, 0)])
+def test_a_pcd_of_no_points_is_an_empty_cloud(tmp_path, kind, width, height):
+    """``POINTS 0`` with nothing after ``DATA``: an empty cloud, said so, in every DATA kind
+    (a binary one raised numpy's ValueError, an internal error at the command line)."""
+    header = (
+        "VERSION 0.7\nFIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nCOUNT 1 1 1\n"
+        f"WIDTH {width}\nHEIGHT {height}\nVIEWPOINT 0 0 0 1 0 0 0\nPOINTS 0\nDATA {kind}\n"
+    )
+    (tmp_path / "none.pcd").write_text(header)
+    with pytest.raises(EmptyCloudError, match="point cloud is empty"):
+        io.read_points(tmp_path / "none.pcd")
+
+
 @pytest.mark.open3d
 def test_binary_compressed_pcd(tmp_path):
     o3d = pytest.importorskip("open3d")

@@ -229,6 +229,8 @@ def _read_pcd_xyz(
             )
 
         def column(f: _PcdField) -> np.ndarray:
+            if not points:  # no data: an offset past the end of the file is no array
+                return np.empty(0, "<" + f.type)
             strides = (row,)
             return np.ndarray((points,), "<" + f.type, data, body + offsets[f.name], strides)
 
