@@ -169,22 +169,25 @@ def _main(argv: list[str] | None, served_here: bool) -> int:
             raise_if_signalled()  # a signal a library swallowed ends the run all the same
         _flush_stdout()
         return code
-    except Terminated as err:
-        return _fail(str(err), int(err.code))
     except BaseException as err:
+        # with --json, a script reading stdout gets an object there too, unless the command
+        # wrote its own (a refusal's record)
+        as_json = getattr(args, "json", False) is True and not getattr(
+            sys.stdout, "written", True
+        )
         signum = received_signal()
-        if signum is None or isinstance(err, KeyboardInterrupt):
-            # with --json, a script reading stdout gets an object there too, unless the
-            # command wrote its own (a refusal's record)
-            as_json = getattr(args, "json", False) is True and not getattr(
-                sys.stdout, "written", True
-            )
+        if isinstance(err, Terminated):  # Ctrl-C (SIGINT), SIGTERM, SIGHUP
+            terminated = err
+        elif signum is None or isinstance(err, KeyboardInterrupt):
             return _unsignalled(err, as_json)
-        # a library caught the Terminated and raised its own error instead: Ray's ray.wait /
-        # ray.get raise SystemExit(1), and a pybind11 module (Open3D) whose import the signal
-        # interrupted raises ImportError; the finally blocks have run all the same
-        terminated = Terminated(signum)
-        logger.debug("%s; what was raised then:", terminated, exc_info=True)
+        else:
+            # a library caught the Terminated and raised its own error instead: Ray's
+            # ray.wait / ray.get raise SystemExit(1), and a pybind11 module (Open3D) whose
+            # import the signal interrupted raises ImportError; the finally blocks have run
+            terminated = Terminated(signum)
+            logger.debug("%s; what was raised then:", terminated, exc_info=True)
+        if as_json:
+            _json_error(str(terminated), int(terminated.code))
         return _fail(str(terminated), int(terminated.code))
     finally:
         sys.stdout = stdout

@@ -258,6 +258,34 @@ def test_a_signal_a_library_swallowed_still_ends_the_run_before_its_output(rooms
     assert not out.exists() and _temporaries(tmp_path) == []
 
 
+_SIGNALLED_JSON = """
+import os, signal, sys, time
+import pcreg.cli as cli
+import pcreg.commands.register as register
+
+def command(args):
+    os.kill(os.getpid(), getattr(signal, sys.argv[2]))  # Ctrl-C or a kill mid-run
+    time.sleep(30)
+    return 0
+
+register.run = command
+sys.exit(cli.main(["register", sys.argv[1], sys.argv[1], "--json"]))
+"""
+
+
+@pytest.mark.parametrize("name", ["SIGTERM", "SIGINT"])
+def test_with_json_a_signal_mid_run_is_an_error_object_on_stdout(rooms, name):
+    """``--json``: Ctrl-C or SIGTERM while the command runs prints the error object on stdout
+    as any other error does (a hostile run sent SIGINT: stdout was empty), and the one line
+    on stderr."""
+    proc = subprocess.run([sys.executable, "-c", _SIGNALLED_JSON, str(rooms[0]), name],
+                          cwd=REPO, capture_output=True, text=True, timeout=120)  # fmt: skip
+    code, line = _ENDED[name]
+    assert (proc.returncode, proc.stderr.strip()) == (code, line), proc.stderr[-3000:]
+    record = json.loads(proc.stdout)
+    assert record == {"error": line.removeprefix("pcreg: "), "exit_code": code}, proc.stdout
+
+
 _EARLY = """
 import os, signal, sys, time
 import pcreg.cli as cli
