@@ -80,6 +80,27 @@ def test_read_text_trailing_comments_bom_and_line_numbers(tmp_path, cloud):
         io.read_points(tmp_path / "bad.txt")
 
 
+def test_a_text_line_too_long_for_a_row_is_refused_before_it_is_read_whole(tmp_path, cloud):
+    """A text file of one endless line (a hostile run: 30 million numbers on one line took
+    1.5 GiB and 4.4 s to refuse) is refused at its first MiB, naming the line; rows of any
+    ordinary length up to the limit are read as ever."""
+    import tracemalloc
+
+    from pcreg.io_formats.text import MAX_LINE, read_text
+
+    (tmp_path / "one.xyz").write_text("1 2 3\n" + "1 " * (3 * MAX_LINE))
+    tracemalloc.start()
+    with pytest.raises(CorruptFileError, match="line 2 is longer than 1,048,576 characters"):
+        io.read_points(tmp_path / "one.xyz")
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 40 * MAX_LINE, peak  # a few copies of one MiB, not the 6 MiB line's words
+    width = (MAX_LINE - 1) // 12  # values of 11 characters and a space: a row just under
+    row = " ".join(["1.000000001"] * width)
+    (tmp_path / "wide.xyz").write_text(f"{row}\n{row}\n")
+    assert read_text(tmp_path / "wide.xyz").shape == (2, width)  # read, then told its shape
+
+
 def test_read_kitti_bin_npz_pcd_las(tmp_path, cloud):
     xyzi = np.hstack([cloud, np.ones((len(cloud), 1), np.float32)])
     xyzi.tofile(tmp_path / "scan.bin")
