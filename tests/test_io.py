@@ -136,6 +136,18 @@ def test_reads_real_kitti_scan(shared_data):
     assert 50 < np.abs(pts[:, :2]).max() < 130  # HDL-64 range, metres
 
 
+def test_a_broken_symbolic_link_says_what_is_wrong_with_it(tmp_path):
+    """A link to a missing file names its target, and links that point at each other say
+    they loop (both were "file not found", which sent a user looking for the link itself)."""
+    (tmp_path / "a.ply").symlink_to("b.ply")
+    (tmp_path / "b.ply").symlink_to("a.ply")
+    (tmp_path / "gone.ply").symlink_to("nowhere.ply")
+    with pytest.raises(MissingFileError, match="a.ply: a symbolic link that loops"):
+        io.read_points(tmp_path / "a.ply")
+    with pytest.raises(MissingFileError, match=r"a symbolic link to a missing file \(nowhere"):
+        io.read_points(tmp_path / "gone.ply")
+
+
 def test_missing_file(tmp_path):
     with raises_naming(MissingFileError, tmp_path / "nope.ply"):
         io.read_points(tmp_path / "nope.ply")

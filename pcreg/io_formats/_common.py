@@ -3,6 +3,8 @@ bytes, headers, counts and ASCII rows."""
 
 from __future__ import annotations
 
+import errno
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,6 +36,15 @@ def check_file(path: Path, formats: tuple[str, ...], what: str) -> str:
     """:func:`check_suffix`, then MissingFileError unless ``path`` is an existing regular file."""
     suffix = check_suffix(path, formats, what)
     if not path.exists():
+        if path.is_symlink():  # a link to nothing, or to itself through others
+            try:
+                path.resolve(strict=True)
+            except RuntimeError:  # Python 3.11-3.12: a loop; 3.13 raises OSError(ELOOP)
+                raise MissingFileError(path, "a symbolic link that loops") from None
+            except OSError as err:
+                if err.errno == errno.ELOOP:
+                    raise MissingFileError(path, "a symbolic link that loops") from None
+            raise MissingFileError(path, f"a symbolic link to a missing file ({os.readlink(path)})")
         raise MissingFileError(path, "file not found")
     if not path.is_file():
         raise MissingFileError(path, "is not a regular file")
