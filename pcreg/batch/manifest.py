@@ -83,7 +83,18 @@ def read_manifest(path: str | os.PathLike[str]) -> list[ManifestPair]:
     except UnicodeDecodeError:
         raise InputError(path, "is not UTF-8 text") from None
     if path.suffix.lower() == ".csv":
-        rows = list(csv.DictReader(text.splitlines()))
+        reader = csv.DictReader(text.splitlines())
+        names = [n.strip() for n in reader.fieldnames or []]
+        twice = sorted({n for n in names if n and names.count(n) > 1})
+        if twice:  # DictReader keeps the last column of a name: which one was meant?
+            raise InputError(path, f"the header names {', '.join(map(repr, twice))} twice")
+        rows = []
+        for row in reader:
+            extra = row.pop(None, None)  # more fields than the header names
+            if extra and any(str(field).strip() for field in extra):  # a trailing comma is fine
+                k = reader.line_num
+                raise InputError(path, f"line {k} has more fields than the header names")
+            rows.append(row)
     elif path.suffix.lower() in (".jsonl", ".ndjson"):
         rows = []
         for k, line in enumerate(text.splitlines(), 1):

@@ -52,6 +52,26 @@ def test_bad_manifests_are_refused_with_the_row(tmp_path, text, message):
         read_manifest(tmp_path / "m.jsonl")
 
 
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("src,ref,src\na.ply,b.ply,c.ply\n", "the header names 'src' twice"),
+        ("src,ref\na.ply,b.ply,c.ply\n", "line 2 has more fields than the header names"),
+    ],
+)
+def test_a_csv_whose_columns_are_unclear_is_refused(tmp_path, text, message):
+    """Two columns of one name (the reader kept the last: the run failed on the wrong file)
+    or a row longer than the header (its extra fields were dropped without a word) are
+    refused; a trailing comma is not a field."""
+    (tmp_path / "m.csv").write_text(text)
+    with pytest.raises(InputError, match=message):
+        read_manifest(tmp_path / "m.csv")
+    (tmp_path / "ok.csv").write_text("src,ref\na.ply,b.ply,\n")
+    assert [(p.src, p.ref) for p in read_manifest(tmp_path / "ok.csv")] == [
+        (str(tmp_path / "a.ply"), str(tmp_path / "b.ply"))
+    ]
+
+
 def test_a_3dmatch_layout_dataset_becomes_a_manifest(tmp_path):
     from pcreg.data.synthetic.writer import write_indoor_dataset
     from pcreg.data.threedmatch import ThreeDMatchPairs
