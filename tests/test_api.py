@@ -105,7 +105,7 @@ def test_result_errors_are_the_textbook_quantities(room_pair):
     assert d["transform"] == res.transform.tolist() and d["num_correspondences"] > 0
 
 
-def test_bad_inputs_raise_clear_errors(room_pair, tiny_checkpoint):
+def test_bad_inputs_raise_clear_errors(room_pair, tiny_checkpoint, tmp_path):
     src, ref, _ = room_pair
     with pytest.raises(InputError, match="scales differ by more than 10x"):
         register(src * 1000, ref, tiny_checkpoint)
@@ -118,6 +118,10 @@ def test_bad_inputs_raise_clear_errors(room_pair, tiny_checkpoint):
         register(src, ref, "indor")
     with pytest.raises(MissingFileError, match="model checkpoint not found"):
         register(src, ref, "no/such/model.pt")
+    with pytest.raises(InputError, match="model: is empty; use one of indoor, outdoor"):
+        register(src, ref, "")  # was named as the current directory, '.'
+    with pytest.raises(MissingFileError, match="is a directory, not a model checkpoint file"):
+        register(src, ref, str(tmp_path))  # was "not found"
     with pytest.raises(InputError, match="src: point cloud is empty"):
         register(np.zeros((0, 3)), ref, "indoor", method="fpfh-ransac")
     with pytest.raises(InputError, match="ref: no valid points: all 500 are invalid"):

@@ -27,6 +27,10 @@ def weights_path(model: str | os.PathLike[str]) -> Path:
         MissingFileError: a path that does not exist.
     """
     text = os.fspath(model)
+    if not text.strip():
+        raise InputError(
+            "model", f"is empty; use one of {', '.join(SHIPPED_MODELS)} or a checkpoint path"
+        )
     if text in SHIPPED_MODELS:
         path = WEIGHTS_DIR / f"{text}.pt"
         if not path.is_file():
@@ -36,6 +40,8 @@ def weights_path(model: str | os.PathLike[str]) -> Path:
         return path
     path = Path(text)
     if path.suffix in {".pt", ".pth", ".tar"} or path.exists() or os.sep in text:
+        if path.is_dir():
+            raise MissingFileError(path, "is a directory, not a model checkpoint file")
         if not path.is_file():
             raise MissingFileError(path, "model checkpoint not found")
         return path
