@@ -89,11 +89,10 @@ def read_manifest(path: str | os.PathLike[str]) -> list[ManifestPair]:
         if twice:  # DictReader keeps the last column of a name: which one was meant?
             raise InputError(path, f"the header names {', '.join(map(repr, twice))} twice")
         rows = []
-        for row in reader:
+        for k, row in enumerate(reader, 1):
             extra = row.pop(None, None)  # more fields than the header names
             if extra and any(str(field).strip() for field in extra):  # a trailing comma is fine
-                k = reader.line_num
-                raise InputError(path, f"line {k} has more fields than the header names")
+                raise InputError(f"{path}: row {k}", "has more fields than the header names")
             rows.append(row)
     elif path.suffix.lower() in (".jsonl", ".ndjson"):
         rows = []

@@ -171,9 +171,11 @@ def threads_per_cpu(cores: int, cpus: float) -> int:
     the generated indoor set (2-core AMD EPYC) one task of one thread registered 1.85-1.86
     pairs/s against 2.29-2.32 for the old process pool, whose single worker ran two. Each
     registration still fits its threads to the cores free when it starts
-    (:func:`pcreg.engine.threads.fitted_threads`), which keeps nodes that share a machine (as
-    in the tests: two nodes of one CPU on two cores) from oversubscribing it, except when
-    two registrations start within the same few milliseconds."""
+    (:func:`pcreg.engine.threads.fitted_threads`), which keeps the torch and Open3D regions
+    of nodes that share a machine (as in the tests: two nodes of one CPU on two cores) from
+    oversubscribing it, except when two registrations start within the same few
+    milliseconds; the ONNX path's two lanes, which never wait for each other, run on the
+    task's share whatever the load (:func:`pcreg.engine.threads.current_lanes`)."""
     return max(1, int(cores) // max(1, int(cpus)))
 
 

@@ -114,17 +114,20 @@ def current_threads() -> int:
 def current_lanes() -> int:
     """How many coarse, independent tasks this process's registration runs side by side now
     (the two clouds' pyramids and backbones, the orientation search's hypotheses, an ICP
-    beside a network pass): inside :func:`fitted_threads` the caller's ceiling, at most
-    :data:`MAX_LANES`, whatever the load (``PCREG_THREADS=N`` fixes it as it fixes the
-    threads); else :func:`current_threads`.
+    beside a network pass): inside :func:`fitted_threads` the caller's ceiling (torch's
+    thread count where torch is loaded, and never above a worker's
+    :func:`set_thread_ceiling`), at most :data:`MAX_LANES`, whatever the load
+    (``PCREG_THREADS=N`` fixes it as it fixes the threads, at most :data:`MAX_LANES` too);
+    else :func:`current_threads`.
 
     Unlike torch's or Open3D's parallel regions, such lanes never meet at a barrier: each
     waits only for its own work, so a busy neighbour slows a lane by its share of a core and
     no more, and two lanes get two of the scheduler's shares where one lane gets one.
-    Measured on the 2-core AMD EPYC, a whole ``pcreg register`` of KITTI 00 scans 94 -> 95
-    beside two CPU-bound single-threaded processes (medians of 5, alternating): one lane
-    (the load-fitted count) 2.81 s, two lanes 2.39 s, against 1.50 s idle with two lanes
-    and 1.76 s idle with one (BENCHMARKS.md, "On a busy machine")."""
+    Measured on the 2-core AMD EPYC, a whole ``pcreg register`` beside two CPU-bound
+    single-threaded processes, this rule against the load-fitted count (the code before,
+    alternating in one run, medians of 5): KITTI 00 scans 94 -> 95 2.85 -> 2.66 s, 198 ->
+    199 2.59 -> 2.40 s, 3DMatch 0 <- 5 1.28 -> 1.05 s; idle unchanged (BENCHMARKS.md, "On a
+    busy machine")."""
     with _lock:
         if _users > 0:
             return _lanes
@@ -273,9 +276,12 @@ def fitted_threads(load: tuple[str, ...] = ("torch", "open3d")) -> Iterator[int]
             o3d_api = _o3d_threads(o3d) if o3d is not None else None
             before = torch.get_num_threads() if torch is not None else thread_ceiling()
             o3d_before = o3d_api[0]() if o3d_api is not None else None
+            # a worker's share (set_thread_ceiling) holds where torch is loaded too: torch
+            # imported by a fallback starts at its own default count
+            ceiling = min(before, _ceiling) if _ceiling is not None else before
             fixed = os.environ.get("PCREG_THREADS", "").strip()
-            _chosen = (int(fixed) or before) if fixed.isdigit() else _choose(before)
-            _lanes = _chosen if fixed.isdigit() else max(1, min(MAX_LANES, before))
+            _chosen = (int(fixed) or before) if fixed.isdigit() else _choose(ceiling)
+            _lanes = max(1, min(MAX_LANES, _chosen if fixed.isdigit() else ceiling))
             _saved = (torch, before, o3d_api, o3d_before)
             if torch is not None and _chosen != before:
                 torch.set_num_threads(_chosen)

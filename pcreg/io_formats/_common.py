@@ -44,7 +44,11 @@ def check_file(path: Path, formats: tuple[str, ...], what: str) -> str:
             except OSError as err:
                 if err.errno == errno.ELOOP:
                     raise MissingFileError(path, "a symbolic link that loops") from None
-            raise MissingFileError(path, f"a symbolic link to a missing file ({os.readlink(path)})")
+                if err.errno != errno.ENOENT:  # a folder on the way that cannot be read
+                    raise MissingFileError(path, f"a symbolic link that cannot be followed "
+                                           f"({err.strerror})") from None  # fmt: skip
+            end = os.path.realpath(path)  # the end of a chain of links, where nothing is
+            raise MissingFileError(path, f"a symbolic link to a missing file ({end})")
         raise MissingFileError(path, "file not found")
     if not path.is_file():
         raise MissingFileError(path, "is not a regular file")

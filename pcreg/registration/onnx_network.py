@@ -188,7 +188,7 @@ class OnnxRegistrar:
         """The network on ``(rot @ src, ref)`` for every ``rot`` of ``rotations (H, 3, 3)``;
         each prediction is for the rotated source. The pyramids, the reference's features and
         both embeddings (invariant to a rotation of the source) are computed once, as
-        :meth:`Registrar.hypotheses` does. With two cores free the two clouds' steps, then
+        :meth:`Registrar.hypotheses` does. With two lanes the two clouds' steps, then
         the hypotheses, run two at a time (:class:`_Lanes`)."""
         return self.prepare(src, ref)(rotations)
 

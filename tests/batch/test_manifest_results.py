@@ -56,7 +56,7 @@ def test_bad_manifests_are_refused_with_the_row(tmp_path, text, message):
     ("text", "message"),
     [
         ("src,ref,src\na.ply,b.ply,c.ply\n", "the header names 'src' twice"),
-        ("src,ref\na.ply,b.ply,c.ply\n", "line 2 has more fields than the header names"),
+        ("src,ref\na.ply,b.ply,c.ply\n", "row 1: has more fields than the header names"),
     ],
 )
 def test_a_csv_whose_columns_are_unclear_is_refused(tmp_path, text, message):

@@ -255,6 +255,27 @@ for busy, ceiling, fixed in cases:
     os.environ.pop("PCREG_THREADS", None)
 threads.set_thread_ceiling(None)
 seen.append(threads.current_lanes())  # outside a fitted region: current_threads (1, no torch)
+os.environ["PCREG_THREADS"] = "8"  # fixed: the lanes still at most MAX_LANES
+with threads.fitted_threads(()) as n:
+    seen.append((n, threads.current_lanes()))
+os.environ.pop("PCREG_THREADS")
+import torch  # loaded (a fallback did it): a worker's ceiling of one still holds
+torch.set_num_threads(2)
+threads.set_thread_ceiling(1)
+for busy in (0, 2):
+    threads.busy_elsewhere = lambda b=busy: b
+    with threads.fitted_threads(()) as n:
+        seen.append((n, threads.current_lanes()))
+threads.set_thread_ceiling(None)
+from pcreg.registration.onnx_network import _Lanes  # the network's lanes follow the count
+threads.busy_elsewhere = lambda: 2
+with threads.fitted_threads(()):
+    with _Lanes() as lanes:
+        seen.append(lanes.pool is not None)
+threads.set_thread_ceiling(1)
+with threads.fitted_threads(()):
+    with _Lanes() as lanes:
+        seen.append(lanes.pool is not None)
 print(seen)
 """
 
@@ -262,11 +283,13 @@ print(seen)
 def test_lanes_follow_the_ceiling_not_the_load():
     """Barrier-free lanes (the two clouds side by side) run two wherever the registration
     may use two cores, busy neighbours or not, while the fitted thread count (torch's
-    regions, the k-d trees' workers) drops to the free cores; a worker's ceiling of one and
-    ``PCREG_THREADS`` hold both."""
+    regions, the k-d trees' workers) drops to the free cores; a worker's ceiling of one
+    holds both, torch loaded or not, and ``PCREG_THREADS`` fixes both (the lanes at most
+    two). The network's lanes (``_Lanes``) are the count's."""
     env = {k: v for k, v in os.environ.items() if k != "PCREG_THREADS"}
     out = subprocess.run([sys.executable, "-c", _LANES], capture_output=True, text=True, env=env)
-    assert out.stdout.strip() == "[(2, 2), (1, 2), (1, 1), (1, 1), (2, 2), 1]", out.stderr[-2000:]
+    expected = "[(2, 2), (1, 2), (1, 1), (1, 1), (2, 2), 1, (8, 2), (1, 1), (1, 1), True, False]"
+    assert out.stdout.strip() == expected, out.stdout + out.stderr[-2000:]
 
 
 def test_without_torch_the_ceiling_is_the_cores_or_the_workers_share_and_late_torch_is_fitted():

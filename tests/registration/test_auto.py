@@ -205,7 +205,7 @@ def test_the_ransac_cap_follows_the_reading_in_every_step(setting, obj, cap):
 
 @pytest.mark.parametrize("threads", [1, 2])
 def test_fpfhs_icp_runs_beside_the_networks_pass_from_its_pose(monkeypatch, threads):
-    """With two cores free, ``auto`` runs the ICP of FPFH + RANSAC's pose on a worker thread
+    """With two lanes, ``auto`` runs the ICP of FPFH + RANSAC's pose on a worker thread
     beside the network's pass from that pose, in the registration's context (its memo: the
     clouds voxelised once) and with every BLAS at one thread; with one core, after it, on
     this thread. Either way both answers come back, each with its own seconds."""
