@@ -263,3 +263,32 @@ def test_a_batch_pair_over_the_memory_cap_fails_with_the_reason(tmp_path, rng, c
     rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     assert [r["status"] for r in rows] == ["failed"], rows
     assert "too large to read under the memory cap" in json.dumps(rows)
+
+
+@pytest.mark.parametrize("case", ["the manifest", "a scan", "a link elsewhere"])
+def test_batch_never_writes_its_results_into_an_input_or_through_a_link(tmp_path, rng, capsys,
+                                                                         case):  # fmt: skip
+    """``pcreg batch``'s ``results.jsonl`` (appended to) and ``summary.json`` are refused
+    before any work where they are the manifest or a scan, by name or through a link, or a
+    link to any other file, with ``--force`` too (a hostile run: the manifest named
+    ``results.jsonl`` in ``--out`` was appended to, and replaced with ``--force``)."""
+    from pcreg.cli import main
+
+    for name in ("a", "b"):
+        np.save(tmp_path / f"{name}.npy", rng.uniform(0, 3, (2000, 3)))
+    manifest = tmp_path / "pairs.jsonl"
+    manifest.write_text('{"id": "p", "src": "a.npy", "ref": "b.npy"}\n')
+    out = tmp_path / "out"
+    out.mkdir()
+    victim = {"the manifest": manifest, "a scan": tmp_path / "a.npy"}.get(case)
+    if victim is None:
+        victim = tmp_path / "notes.jsonl"
+        victim.write_text("mine\n")
+    (out / "results.jsonl").symlink_to(victim)
+    before = victim.read_bytes()
+    for force in ([], ["--force"]):
+        assert main(["batch", str(manifest), "--out", str(out), "--workers", "1", *force]) == 2
+        line = _one_error_line(capsys.readouterr().err)
+        said = "is a symbolic link" if case == "a link elsewhere" else "is an input of this"
+        assert said in line, line
+    assert victim.read_bytes() == before and not (out / "summary.json").exists()

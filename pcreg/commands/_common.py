@@ -19,6 +19,7 @@ __all__ = [
     "add_input_arguments",
     "add_method_arguments",
     "check_kinds",
+    "check_not_inputs",
     "check_outputs",
     "nan_policy",
     "read_options",
@@ -129,6 +130,33 @@ def check_outputs(
     included: never replaced, even with ``force``), an
     existing output (without ``force``), a symbolic link or other non-regular file there, or
     an unwritable one."""
+    check_not_inputs(paths, inputs)
+    seen: dict[object, Path] = {}
+    for path in paths:
+        if path is None:
+            continue
+        keys: list[object] = [_resolved(path)]
+        with contextlib.suppress(OSError):  # an existing file: the same one by another name
+            st = os.stat(path)
+            keys.append((st.st_dev, st.st_ino))
+        for key in keys:
+            if key in seen:
+                first = seen[key]
+                also = "" if str(first) == str(path) else f" (also named as {str(first)!r})"
+                raise InputError(
+                    path, f"named for two outputs{also}; give each output its own path"
+                )
+        for key in keys:
+            seen[key] = path
+    for path in paths:
+        if path is not None:
+            check_writable(path, overwrite=force)
+
+
+def check_not_inputs(paths: Sequence[Path | None], inputs: Sequence[Path | str | None]) -> None:
+    """Fail before any work where an output path is one of the command's ``inputs`` (by path
+    or by file, the file of an address ``FILE#SELECTOR`` included): an output never replaces
+    an input, even with ``--force``."""
     from pcreg.io import split_address
 
     sources: dict[object, str] = {}
@@ -151,26 +179,6 @@ def check_outputs(
             if key in sources:
                 raise InputError(path, f"is an input of this command ({sources[key]}); an "
                                  "output never replaces an input, even with --force")  # fmt: skip
-    seen: dict[object, Path] = {}
-    for path in paths:
-        if path is None:
-            continue
-        keys: list[object] = [_resolved(path)]
-        with contextlib.suppress(OSError):  # an existing file: the same one by another name
-            st = os.stat(path)
-            keys.append((st.st_dev, st.st_ino))
-        for key in keys:
-            if key in seen:
-                first = seen[key]
-                also = "" if str(first) == str(path) else f" (also named as {str(first)!r})"
-                raise InputError(
-                    path, f"named for two outputs{also}; give each output its own path"
-                )
-        for key in keys:
-            seen[key] = path
-    for path in paths:
-        if path is not None:
-            check_writable(path, overwrite=force)
 
 
 def _resolved(path: Path) -> str:

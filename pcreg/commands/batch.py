@@ -6,8 +6,9 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from pathlib import Path
 
-from pcreg.commands._common import add_method_arguments, nan_policy
+from pcreg.commands._common import add_method_arguments, check_not_inputs, nan_policy
 from pcreg.commands._paths import file_out, path_in
 
 __all__ = ["add_parser", "run", "run_manifest"]
@@ -64,6 +65,7 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from pcreg._fs import check_writable
     from pcreg.batch.manifest import read_manifest
     from pcreg.batch.results import format_summary
     from pcreg.batch.run import run_batch
@@ -74,6 +76,14 @@ def run(args: argparse.Namespace) -> int:
     if args.device != "cpu":
         raise InputError("--device", "pcreg batch runs its workers on the CPU")
     pairs = read_manifest(args.manifest)
+    # results.jsonl is appended to, summary.json replaced: never an input, never a link
+    outputs = [args.out / "results.jsonl", args.out / "summary.json"]
+    model_file = args.model if args.model and Path(args.model).is_file() else None
+    files = [args.manifest, model_file, *(p.src for p in pairs), *(p.ref for p in pairs)]
+    check_not_inputs(outputs, files)
+    if args.out.is_dir():
+        for path in outputs:
+            check_writable(path, overwrite=True)
     options = BatchOptions(
         model=args.model,
         method=args.method,
