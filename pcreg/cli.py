@@ -172,7 +172,9 @@ def _main(argv: list[str] | None, served_here: bool) -> int:
     except BaseException as err:
         # with --json, a script reading stdout gets an object there too, unless the command
         # wrote its own (a refusal's record)
-        as_json = getattr(args, "json", False) is True and not getattr(sys.stdout, "written", True)
+        as_json = (  # `detr predict` parses its own options, --json among them
+            getattr(args, "json", False) is True or "--json" in getattr(args, "overrides", ())
+        ) and not getattr(sys.stdout, "written", True)
         signum = received_signal()
         if isinstance(err, Terminated):  # Ctrl-C (SIGINT), SIGTERM, SIGHUP
             terminated = err

@@ -181,7 +181,7 @@ def run_detr_predict(argv: list[str]) -> int:
     opts = parser.parse_args(argv)
     if not 0.0 <= opts.threshold <= 1.0:
         raise InputError("--threshold", f"must be in [0, 1], got {opts.threshold}")
-    check_outputs([opts.render], opts.force)
+    check_outputs([opts.render], opts.force, inputs=[*opts.images, opts.checkpoint])
     check_kinds(pictures=[opts.render])
     for path in opts.images:  # every path checked before the model loads
         if not path.is_file():

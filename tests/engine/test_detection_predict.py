@@ -74,6 +74,18 @@ def test_predict_renders_and_refuses_bad_input(tiny_detr, tmp_path, capsys):
     assert str(bad) in err and len(err.strip().splitlines()) == 1
     assert main(["detr", "predict", str(image), "--checkpoint", str(tmp_path / "none.pt")]) == 2
     assert "checkpoint not found" in capsys.readouterr().err
+    # an image (or the checkpoint) is never the picture, even with --force; with --json the
+    # error is an object on stdout (it was empty: the options are detr predict's own)
+    copy = tmp_path / "copy.png"
+    copy.write_bytes(image.read_bytes())
+    for victim in (copy, ckpt):
+        argv = ["detr", "predict", str(copy), "--checkpoint", str(ckpt), "--render", str(victim)]
+        before = victim.read_bytes()
+        assert main([*argv, "--force", "--json"]) == 2
+        out_err = capsys.readouterr()
+        assert "is an input of this command" in out_err.err
+        assert json.loads(out_err.out)["exit_code"] == 2
+        assert victim.read_bytes() == before
     from PIL import Image
 
     huge = tmp_path / "huge.png"
