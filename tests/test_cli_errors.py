@@ -292,3 +292,36 @@ def test_batch_never_writes_its_results_into_an_input_or_through_a_link(tmp_path
         said = "is a symbolic link" if case == "a link elsewhere" else "is an input of this"
         assert said in line, line
     assert victim.read_bytes() == before and not (out / "summary.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--runs", "0"], "argument --runs: must be at least 1, got 0"),
+        (["--draws", "-1"], "argument --draws: must be at least 1, got -1"),
+        (["--limit", "-3"], "argument --limit: must be at least 1, got -3"),
+        (["--quick", "--indoor-model", "nope.pt"], "nope.pt: model checkpoint not found"),
+        (["--quick", "--radius", "nan"], "--radius: must be a positive number of metres"),
+        (["--quick", "--output", "{tmp}/no/b.md"], "does not exist"),
+        (
+            ["--quick", "--output", "{tmp}/m.pt", "--indoor-model", "{tmp}/m.pt"],
+            "is an input of this command",
+        ),
+    ],
+)
+def test_benchmark_arguments_are_refused_before_any_work(tmp_path, capsys, args, said):
+    """``pcreg benchmark`` refuses what it cannot use at once (a hostile run: ``--runs 0`` was
+    an internal error, a missing ``--indoor-model`` ran the whole benchmark without it, and a
+    missing ``--output`` folder was said after 12 s of work)."""
+    from pcreg.cli import main
+
+    (tmp_path / "m.pt").write_bytes(b"weights")
+    argv = ["benchmark", *[a.replace("{tmp}", str(tmp_path)) for a in args]]
+    try:
+        code = main(argv)
+    except SystemExit as parsed:  # the parser's own refusal
+        code = parsed.code
+    assert code == 2
+    err = capsys.readouterr().err
+    assert said in err and len(err.strip().splitlines()) == 1, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.pt"]  # nothing written

@@ -22,6 +22,7 @@ __all__ = [
     "check_not_inputs",
     "check_outputs",
     "nan_policy",
+    "positive_int",
     "read_options",
     "write_json",
 ]
@@ -193,7 +194,7 @@ def write_json(path: Path, record: dict[str, Any], force: bool) -> None:
         tmp.write_text(json.dumps(record, indent=1) + "\n")
 
 
-def _positive_int(text: str) -> int:
+def positive_int(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
@@ -225,7 +226,7 @@ def add_report_arguments(cmd: argparse.ArgumentParser, help_text: str) -> None:
 
     cmd.add_argument("--report", type=file_out, metavar="HTML", help=help_text)
     cmd.add_argument(
-        "--report-points", type=_positive_int, metavar="N", default=REPORT_POINTS,
+        "--report-points", type=positive_int, metavar="N", default=REPORT_POINTS,
         help=f"points drawn per cloud in the report, thinned on a grid beyond (default "
         f"{REPORT_POINTS}: all of a 3DMatch fragment; a KITTI scan keeps a quarter)",
     )  # fmt: skip

@@ -8,6 +8,7 @@ import logging
 import sys
 from pathlib import Path
 
+from pcreg.commands._common import positive_int
 from pcreg.commands._paths import DEFAULT_SHARED_DATA
 
 __all__ = ["add_parser", "run"]
@@ -67,17 +68,22 @@ def add_parser(sub) -> None:
         "--no-peers", action="store_true", help="--zero-shot: pcreg alone (no peer columns)"
     )
     bench.add_argument(
-        "--draws", type=int, default=None, help="random motions per pair (10; --zero-shot: 3)"
+        "--draws",
+        type=positive_int,
+        default=None,
+        help="random motions per pair (10; --zero-shot: 3)",
     )
     bench.add_argument("--indoor-model", default="indoor", help="name, PATH or none")
     bench.add_argument("--outdoor-model", default="outdoor", help="name, PATH or none")
     bench.add_argument("--synthetic-indoor", type=Path, help="generated indoor dataset root")
     bench.add_argument("--synthetic-outdoor", type=Path, help="generated outdoor dataset root")
-    bench.add_argument("--limit", type=int, default=40, help="synthetic pairs per overlap bin")
+    bench.add_argument(
+        "--limit", type=positive_int, default=40, help="synthetic pairs per overlap bin"
+    )
     bench.add_argument("--no-icp", action="store_true", help="skip the 'model + ICP' column")
-    bench.add_argument("--runs", type=int, default=5, help="timed runs per case (median)")
+    bench.add_argument("--runs", type=positive_int, default=5, help="timed runs per case (median)")
     bench.add_argument("--radius", type=float, default=0.5, help="radius search radius, metres")
-    bench.add_argument("--cap", type=int, default=32, help="radius search neighbor cap")
+    bench.add_argument("--cap", type=positive_int, default=32, help="radius search neighbor cap")
     bench.add_argument(
         "--output",
         type=Path,
@@ -92,6 +98,7 @@ def run(args: argparse.Namespace) -> int:
     """One section when a section flag is given; ``--quick``: neighbor search and grid
     subsampling; otherwise every section (``make bench``), skipping those whose data or models
     are absent with a warning."""
+    _check_arguments(args)
     if args.zero_shot:
         return _benchmark_zero_shot(args)
     if args.covariance:
@@ -284,3 +291,25 @@ def _benchmark_registration(args: argparse.Namespace) -> int:
         )
     outcomes = run_cases(cases, default_methods(_models(args), icp=not args.no_icp))
     return _emit(args, "registration", format_registration_table(outcomes, _command(args)))
+
+
+def _check_arguments(args: argparse.Namespace) -> None:
+    """Before any work: a model given by path must exist (a default name whose weights are
+    absent is skipped with a warning instead), the radius be positive, and ``--output`` be
+    writable and none of the inputs."""
+    import math
+
+    from pcreg._fs import check_writable
+    from pcreg.commands._common import check_not_inputs
+    from pcreg.errors import InputError
+    from pcreg.registration.shipped import SHIPPED_MODELS, weights_path
+
+    models = [
+        weights_path(value)  # a path that is not there: said so now
+        for value in (args.indoor_model, args.outdoor_model)
+        if value and value != "none" and value not in SHIPPED_MODELS
+    ]
+    if not (math.isfinite(args.radius) and args.radius > 0):
+        raise InputError("--radius", f"must be a positive number of metres, got {args.radius}")
+    check_not_inputs([args.output], models)
+    check_writable(args.output, overwrite=True)

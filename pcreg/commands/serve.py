@@ -65,13 +65,19 @@ def add_parser(sub) -> None:
     cmd.set_defaults(func=run)
 
 
+#: the longest --idle-timeout (a year): the socket's timeout is a C time_t, which ``inf`` or
+#: 1e12 overflowed (an internal error once the server had started)
+MAX_IDLE_S = 365 * 24 * 3600.0
+
+
 def run(args: argparse.Namespace) -> int:
     from pcreg.commands._client import code_fingerprint, socket_path
     from pcreg.errors import InputError
 
     path = args.socket or socket_path()
-    if not args.idle_timeout >= 0:  # NaN fails the comparison too
-        raise InputError("--idle-timeout", f"must be >= 0 seconds, got {args.idle_timeout}")
+    if not 0 <= args.idle_timeout <= MAX_IDLE_S:  # NaN fails the comparison too
+        raise InputError("--idle-timeout", f"must be 0 (never) to {MAX_IDLE_S:.0f} seconds (a "
+                         f"year), got {args.idle_timeout}")  # fmt: skip
     _check_free(path)
     _warm([m for m in args.preload.split(",") if m.strip()])  # before listening: warm at once
     listener = _listen(path)
