@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -190,7 +191,9 @@ class RegistrationResult:
         (metres, divided by :attr:`scale`)."""
         return SETTINGS[self.setting].inlier_radius / self.scale
 
-    def errors(self, gt_transform: np.ndarray, src_points: np.ndarray | None = None) -> dict:
+    def errors(
+        self, gt_transform: np.ndarray | str | os.PathLike[str], src_points: Any = None
+    ) -> dict:
         """RRE (deg), RTE (metres), the inlier ratio of the correspondences under the truth
         (within :attr:`inlier_radius`), and with ``src_points`` the RMSE (metres) between the
         source moved by the estimate and by the truth. ``gt_transform`` and ``src_points`` are
@@ -200,17 +203,27 @@ class RegistrationResult:
         origin: for georeferenced clouds, far from it, it grows with the rotation error
         (998 m for a right pair 0.1 deg off, 500 km from the origin); with ``src_points``,
         ``centre_error_m`` is the error where the source lies (its centroid's displacement
-        between the two poses, metres)."""
+        between the two poses, metres). ``gt_transform``: a rigid ``(4, 4)`` array, or a file
+        as ``pcreg register --gt`` reads it; a scaled or mirrored matrix is refused
+        (:class:`~pcreg.errors.NonRigidTransformError`)."""
         from pcreg.errors import InputError
         from pcreg.geometry.lean_metrics import pose_errors_np
         from pcreg.registration.inputs import as_points
 
         if src_points is not None:  # what register takes: a path, an array, a tensor, ...
             src_points = as_points(src_points, "src_points")
-        gt = np.asarray(gt_transform, np.float64)
-        if gt.shape != (4, 4) or not np.isfinite(gt).all():
-            raise InputError("gt_transform", f"must be a finite (4, 4) T_ref_src, got shape "
-                             f"{gt.shape}")  # fmt: skip
+        if isinstance(gt_transform, (str, os.PathLike)):  # a file, as `pcreg register --gt`
+            from pcreg.io import read_transform
+
+            gt = read_transform(gt_transform)
+        else:
+            gt = np.asarray(gt_transform, np.float64)
+            if gt.shape != (4, 4) or not np.isfinite(gt).all():
+                raise InputError("gt_transform", f"must be a finite (4, 4) T_ref_src, got "
+                                 f"shape {gt.shape}")  # fmt: skip
+            from pcreg.io_formats.transform import validate_transform
+
+            gt = validate_transform(gt, "gt_transform")  # rigid, as --gt: no scale, no mirror
         out = pose_errors_np(self.transform, gt, src_points)  # numpy: no torch to import
         if src_points is not None and len(src_points):  # the verdict's own pose distance
             from pcreg.registration.verdict import pose_distance

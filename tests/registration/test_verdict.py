@@ -248,6 +248,26 @@ def test_errors_against_a_matrix_that_is_not_a_pose_is_a_clean_input_error():
     with pytest.raises(InputError, match=r"finite \(4, 4\) T_ref_src, got shape \(3, 3\)"):
         result.errors(np.eye(3))
     assert result.errors(np.eye(4))["rre_deg"] == pytest.approx(0.0)
+    from pcreg.errors import NonRigidTransformError
+
+    for bad, said in ((np.diag([2.0, 2.0, 2.0, 1.0]), "not orthonormal"),
+                      (np.diag([-1.0, 1.0, 1.0, 1.0]), "a reflection")):  # fmt: skip
+        with pytest.raises(NonRigidTransformError, match=said):  # it gave RRE 104 deg
+            result.errors(bad)
+
+
+def test_errors_read_the_truth_from_a_file_as_the_command_line_does(tmp_path):
+    """``result.errors("gt.txt")``: the file read as ``--gt`` reads it (it raised numpy's
+    ValueError on the string); a file that is not a pose says so with its name."""
+    from pcreg.errors import InputError
+
+    result = _cand(_turned(10), 0.9).result
+    np.savetxt(tmp_path / "gt.txt", np.eye(4))
+    assert result.errors(tmp_path / "gt.txt")["rre_deg"] == pytest.approx(10.0)
+    assert result.errors(str(tmp_path / "gt.txt"))["rre_deg"] == pytest.approx(10.0)
+    (tmp_path / "bad.txt").write_text("1 2 3\n")
+    with pytest.raises(InputError, match=r"bad\.txt"):
+        result.errors(tmp_path / "bad.txt")
 
 
 def test_the_probe_margin_is_per_family_and_round_trips():
