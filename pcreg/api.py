@@ -274,12 +274,13 @@ def map(  # the package's verb, pcreg.map(scans); the builtin is not used in thi
         InputError: fewer than two scans, an unreadable scan, a pair the pipeline refuses, an
             existing output without ``overwrite``.
     """
-    from pcreg.batch.runner import BatchOptions
+    from pcreg.batch.runner import BatchOptions, check_cluster_arguments
     from pcreg.io_formats.listing import scan_list
     from pcreg.mapping import build_map, write_map
     from pcreg.mapping.outputs import check_out_dir
     from pcreg.registration.resources import read_cap
 
+    check_cluster_arguments(address, workers)  # workers under 1, an address nothing answers at
     if isinstance(scans, (str, os.PathLike)):
         scans = scan_list([scans])
     names, clouds = [], []

@@ -202,6 +202,17 @@ def test_an_out_folder_that_cannot_be_made_is_refused_before_any_work(tmp_path):
     assert check_out_dir(tmp_path / ("m" * 255) / "new" / ".." / "map")["poses"].name
 
 
+@pytest.mark.parametrize("workers", [0, -2])
+def test_the_python_map_refuses_workers_under_one_as_the_command_does(workers):
+    """``pcreg.map(..., workers=0)`` was accepted where ``pcreg map --workers 0`` is not."""
+    import pcreg
+    from pcreg.errors import InputError
+
+    clouds = [np.random.default_rng(0).random((500, 3)) for _ in range(2)]
+    with pytest.raises(InputError, match=f"workers: must be at least 1, got {workers}"):
+        pcreg.map(clouds, workers=workers)
+
+
 def test_a_map_ply_written_short_is_an_error(tmp_path):
     """Open3D reports success on a PLY cut short by a full disk or ``ulimit -f``; the map's
     size check refuses it, naming the output, and passes the whole file."""
