@@ -117,6 +117,8 @@ def from_dict(cls: type[T], data: Mapping[str, Any], _prefix: str = "") -> T:
         return cls(**kwargs)
     except TypeError as err:  # a required field is missing
         raise ConfigError(_prefix or cls.__name__, str(err)) from None
+    except ValueError as err:  # a value the section refuses (its __post_init__)
+        raise ConfigError(_prefix or cls.__name__, str(err)) from None
 
 
 def to_dict(obj: Any) -> dict[str, Any]:
@@ -147,6 +149,9 @@ class ClassifierTrainConfig:
     max_shift: int = 0
     seed: int = 0
     num_threads: int = 0
+
+    def __post_init__(self) -> None:
+        _at_least_one(epochs=self.epochs, batch_size=self.batch_size)
 
 
 # --------------------------------------------------------------------------- DETR (shapes)
@@ -267,6 +272,17 @@ class TrainLoopConfig:
     num_threads: int = 0
     log_every: int = 10
     device: str = "auto"  # auto | cpu | cuda | cuda:N
+
+    def __post_init__(self) -> None:
+        _at_least_one(epochs=self.epochs, checkpoint_every=self.checkpoint_every,
+                      log_every=self.log_every)  # fmt: skip
+
+
+def _at_least_one(**counts: int | None) -> None:
+    """Refuse a count under 1 (``train.epochs=0`` was an IndexError after the data was made)."""
+    for name, value in counts.items():
+        if value is not None and not (isinstance(value, int) and value >= 1):
+            raise ValueError(f"{name} must be a whole number of at least 1, got {value!r}")
 
 
 #: values of :attr:`SearchConfig.orientation_search`

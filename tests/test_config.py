@@ -83,3 +83,31 @@ def test_config_module_is_a_leaf():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "['pcreg', 'pcreg.config', 'pcreg.errors']"
+
+
+@pytest.mark.parametrize(
+    ("command", "overrides", "said"),
+    [
+        ("vit", ["experiment=vit_digits", "train.epochs=0"], "epochs must be a whole number"),
+        ("train", ["experiment=indoor", "train.epochs=-1"], "epochs must be a whole number"),
+        ("train", ["experiment=indoor", "train.device=cuda:7"], "device: 'cuda:7'"),
+    ],
+)
+def test_a_training_run_that_cannot_run_is_refused_before_any_work(
+    tmp_path, monkeypatch, capsys, command, overrides, said
+):
+    """``train.epochs=0`` (an IndexError after the data was made) and a CUDA device on a CPU
+    build (an AssertionError after 200 rooms were generated) are one line, exit 2, and leave
+    nothing behind."""
+    import torch
+
+    from pcreg.cli import main
+
+    if said.startswith("device") and torch.cuda.is_available() and torch.cuda.device_count() > 7:
+        pytest.skip("this machine has a cuda:7")
+    monkeypatch.chdir(tmp_path)
+    argv = [command, "train", *overrides] if command == "vit" else [command, *overrides]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and said in err[0], err
+    assert list(tmp_path.iterdir()) == []

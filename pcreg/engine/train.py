@@ -202,6 +202,10 @@ def train_registration(cfg: TrainConfig) -> dict[str, Any]:
     ``train.out_dir`` receives ``last.pt``, ``best.pt``, ``run.json``, ``metrics.csv``,
     ``metrics.jsonl`` and TensorBoard events; :func:`training_history` reads the per-epoch
     curves back from it (``pcreg train`` draws them into ``training_curves.png``)."""
+    if cfg.train.device != "auto":  # before any data is made: cuda on a CPU build says so
+        from pcreg.engine.devices import check_device
+
+        check_device(cfg.train.device)
     info = setup(
         cfg.train.device
         if cfg.train.device != "auto"
