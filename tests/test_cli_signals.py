@@ -339,3 +339,27 @@ def test_a_signal_while_the_picture_is_drawn_leaves_no_output(rooms, tmp_path):
     assert proc.returncode == 143, (proc.returncode, proc.stderr[-3000:])
     assert proc.stderr.strip() == "pcreg: terminated by SIGTERM", proc.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == [], list(tmp_path.iterdir())
+
+
+_AFTER_RAY = """
+import os, signal, sys, time
+from pcreg.batch.runner import BatchOptions, RayRunner
+
+got = []
+signal.signal(signal.SIGTERM, lambda signum, frame: got.append(signum))
+RayRunner(BatchOptions(None, "fpfh-ransac", True, None), workers=1).close()
+os.kill(os.getpid(), signal.SIGTERM)  # as `pcreg map` writes its files after the cluster
+time.sleep(0.5)
+print("handled", got, flush=True)
+"""
+
+
+@pytest.mark.ray
+def test_a_signal_after_the_ray_cluster_stopped_reaches_pcregs_handler():
+    """``ray.shutdown`` reset the process's C-level SIGTERM handler while Python still
+    reported its own: a SIGTERM as ``pcreg map`` wrote its files killed the process silently
+    and left the temporary files (a hostile run). The handler is installed again."""
+    proc = subprocess.run([sys.executable, "-c", _AFTER_RAY], cwd=REPO, capture_output=True,
+                          text=True, timeout=180)  # fmt: skip
+    assert proc.returncode == 0 and proc.stdout.strip() == "handled [15]", (
+        proc.returncode, proc.stdout, proc.stderr[-2000:])  # fmt: skip

@@ -427,6 +427,7 @@ class RayRunner:
             if self._started:  # also a cluster whose ray.init was interrupted half-way
                 self._started = False
                 ray.shutdown()
+                _reinstall_signal_handlers()
         finally:
             if self._reaper is not None:  # whatever of the local cluster is left goes now
                 self._reaper.close()
@@ -437,6 +438,23 @@ class RayRunner:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _reinstall_signal_handlers() -> None:
+    """Install this process's Python handlers of SIGTERM, SIGHUP and SIGINT again at the C
+    level. ``ray.shutdown`` resets the process's own (C) handlers to the default while Python
+    still reports its own: a SIGTERM after it, while ``pcreg map`` wrote its files, killed
+    the process silently (no exit 143, no line) and left the temporary files (a hostile run,
+    5 of 7 signals 15-16 s into a four-scan map; ``tests/batch/test_ray.py``)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for name in ("SIGTERM", "SIGHUP", "SIGINT"):
+        signum = getattr(signal, name, None)
+        if signum is None:
+            continue
+        handler = signal.getsignal(signum)
+        if handler is not None:  # None: installed outside Python, nothing to say about it
+            signal.signal(signum, handler)
 
 
 @contextlib.contextmanager
