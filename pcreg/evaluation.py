@@ -37,20 +37,30 @@ def run_evaluation(cfg: EvaluateConfig) -> dict | None:
         raise ConfigError("checkpoint", "give the model to evaluate: checkpoint=PATH")
     if not cfg.dataset.root:
         raise ConfigError("dataset.root", "give the dataset root: dataset.root=DIR")
+    from pcreg.registration.shipped import weights_path
+
     out = Path(cfg.out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    for name in ("results.json", "results.md"):
-        try:
-            check_writable(out / name, overwrite=cfg.overwrite)
-        except OutputExistsError:  # its own wording: evaluate takes overrides, not --force
-            raise OutputExistsError(
-                out / name, "already exists (add overwrite=true to replace it)"
-            ) from None
+
+    def check_results() -> None:
+        for name in ("results.json", "results.md"):
+            try:
+                check_writable(out / name, overwrite=cfg.overwrite)
+            except OutputExistsError:  # its own wording: evaluate takes overrides, not --force
+                raise OutputExistsError(
+                    out / name, "already exists (add overwrite=true to replace it)"
+                ) from None
+
+    if out.is_dir():  # results already there: said first
+        check_results()
+    # every argument checked before out_dir is made: an argument error creates nothing
     dataset, bdir, protocol = evaluation_dataset(cfg.dataset)
     if cfg.workers < 1:
         raise ConfigError("workers", f"must be at least 1, got {cfg.workers}")
     if cfg.workers > 1 and cfg.device != "cpu":
         raise ConfigError("workers", f"worker processes are for device=cpu, not {cfg.device}")
+    weights_path(cfg.checkpoint)  # a checkpoint path that is not there
+    out.mkdir(parents=True, exist_ok=True)
+    check_results()
     from pcreg.engine.distributed import cleanup, setup
     from pcreg.registration.pipeline import Registration
 

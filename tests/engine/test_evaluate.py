@@ -169,6 +169,7 @@ def _eval_cfg(tmp_path, **kw):
 def test_run_evaluation_refuses_bad_settings_before_loading_the_model(tmp_path):
     from pcreg.config import ConfigError
     from pcreg.data.synthetic.writer import write_indoor_dataset
+    from pcreg.errors import MissingFileError
 
     ds = {"root": str(tmp_path / "ds"), "benchmark": "val"}
     absent = str(tmp_path / "absent.pt")  # never read: every check fails first
@@ -190,7 +191,10 @@ def test_run_evaluation_refuses_bad_settings_before_loading_the_model(tmp_path):
     assert message(checkpoint=absent, dataset=ds, workers=2, device="cuda") == (
         "workers: worker processes are for device=cpu, not cuda"
     )
-    assert list((tmp_path / "out").iterdir()) == []  # nothing written
+    assert not (tmp_path / "out").exists()  # nothing made, not even out_dir (it was)
+    with pytest.raises(MissingFileError, match="model checkpoint not found"):
+        run_evaluation(_eval_cfg(tmp_path, checkpoint=absent, dataset=ds))
+    assert not (tmp_path / "out").exists()
 
 
 def test_run_evaluation_returns_what_it_writes(tmp_path, tiny_checkpoint):
