@@ -205,6 +205,17 @@ def test_a_killed_client_stops_its_request_and_nothing_is_written(server, shared
     assert again.returncode == 2 and "nope.ply" in again.stderr
 
 
+def test_a_bad_preload_creates_no_socket_folder(tmp_path, capsys) -> None:
+    """``--preload`` names a model that is not there: refused before the socket's folder is
+    made (it was made, then the error came)."""
+    from pcreg.cli import main
+
+    folder = tmp_path / "sock"
+    assert main(["serve", "--socket", str(folder / "x.sock"), "--preload", "bogus"]) == 2
+    assert "bogus: unknown model" in capsys.readouterr().err
+    assert not folder.exists()
+
+
 @pytest.mark.parametrize("value", ["nan", "-1", "inf", "1e12"])
 def test_a_bad_idle_timeout_is_one_clean_line(capsys, value) -> None:
     """Refused before the server starts (inf and 1e12 overflowed the socket's C timeout: an

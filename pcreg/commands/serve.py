@@ -78,8 +78,13 @@ def run(args: argparse.Namespace) -> int:
     if not 0 <= args.idle_timeout <= MAX_IDLE_S:  # NaN fails the comparison too
         raise InputError("--idle-timeout", f"must be 0 (never) to {MAX_IDLE_S:.0f} seconds (a "
                          f"year), got {args.idle_timeout}")  # fmt: skip
+    preload = [m.strip() for m in args.preload.split(",") if m.strip()]
+    from pcreg.registration.shipped import weights_path
+
+    for model in preload:  # a name or path that is not there, before the socket's folder is made
+        weights_path(model)
     _check_free(path)
-    _warm([m for m in args.preload.split(",") if m.strip()])  # before listening: warm at once
+    _warm(preload)  # before listening: warm at once
     listener = _listen(path)
     inode = path.stat().st_ino
     try:
