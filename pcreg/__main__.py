@@ -1,7 +1,5 @@
 """``python -m pcreg`` (also what ``torchrun -m pcreg`` runs)."""
 
-import sys
+from pcreg.cli import entry
 
-from pcreg.cli import main
-
-sys.exit(main())
+entry()

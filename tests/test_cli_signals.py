@@ -363,3 +363,36 @@ def test_a_signal_after_the_ray_cluster_stopped_reaches_pcregs_handler():
                           text=True, timeout=180)  # fmt: skip
     assert proc.returncode == 0 and proc.stdout.strip() == "handled [15]", (
         proc.returncode, proc.stdout, proc.stderr[-2000:])  # fmt: skip
+
+
+_LATE = """
+import atexit, os, signal, sys, time
+import pcreg.cli as cli
+
+def command(argv=None, served_here=False):
+    sys.stdout.write("the summary\\n")  # the command's work is done and said
+    atexit.register(lambda: (os.kill(os.getpid(), signal.SIGTERM), time.sleep(0.3)))
+    return 0
+
+cli.main = command
+cli.entry()
+"""
+
+
+def test_a_signal_after_the_command_is_done_is_exit_143_with_one_line():
+    """The executable's entry: a SIGTERM after the command finished (its outputs written, its
+    summary printed), during the process's exit handlers, is recorded and ends the run with
+    143 and one line (``pcreg batch`` died silently of it, 3 of 3 tries); without a signal,
+    the command's code, at once."""
+    proc = subprocess.run([sys.executable, "-c", _LATE], cwd=REPO, capture_output=True,
+                          text=True, timeout=60)  # fmt: skip
+    assert (proc.returncode, proc.stdout, proc.stderr) == (
+        143, "the summary\n", "pcreg: terminated by SIGTERM\n"), proc  # fmt: skip
+    quiet = _LATE.replace("atexit.register", "(lambda *a: None)")
+    proc = subprocess.run([sys.executable, "-c", quiet], cwd=REPO, capture_output=True,
+                          text=True, timeout=60)  # fmt: skip
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, "the summary\n", ""), proc
+    for argv, code in ((["--help"], 0), (["register"], 2)):  # argparse's own exits
+        proc = subprocess.run([sys.executable, "-m", "pcreg", *argv], cwd=REPO,
+                              capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert proc.returncode == code, proc
