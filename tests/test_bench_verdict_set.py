@@ -101,3 +101,17 @@ def test_the_fits_replay_drops_unconfirmed_classical_rooms(differs, family, regi
     ]}  # fmt: skip
     out = tool.replay(rec, [0.1, 0.99], threshold=0.5, rival=0.05, floor=0.5)
     assert out == (registered, registered, True)
+
+
+def test_the_fits_replay_refuses_a_fit_on_bare_planes():
+    """The replay decides like the verdict's rule on :data:`MIN_DETAIL`; a table built
+    before the measurement (no ``detail``) is replayed as before."""
+    from pcreg.registration.verdict import MIN_DETAIL
+
+    tool = _tool("verdict_set")
+    base = {"contrast": 0.9, "log_inliers": 3.0}
+    for detail, registered in ((None, True), (MIN_DETAIL, True), (MIN_DETAIL / 2, False)):
+        feats = dict(base) if detail is None else {**base, "detail": detail}
+        rec = {"candidates": [{"step": 0, "right": True, "differs": [], "features": feats}]}
+        out = tool.replay(rec, [0.99], threshold=0.5, rival=0.05, floor=0.5)
+        assert out == (registered, registered, True), detail

@@ -34,6 +34,7 @@ from pcreg.bench.verdict_set import CONGRUENT, cases, label_candidates, split_of
 from pcreg.registration.verdict import (  # noqa: E402
     FEATURES,
     MIN_CONTRAST,
+    MIN_DETAIL,
     SHIFT_MARGIN,
     Trees,
     VerdictModel,
@@ -229,6 +230,8 @@ def replay(
         ok = ok and cands[best]["features"].get("probe_margin", 0.0) < limit
         # another place that fits as well (a table built before the shift probe has none)
         ok = ok and cands[best]["features"].get("shift_margin", 0.0) < SHIFT_MARGIN
+        # a fit on three planes or fewer (a table built before the measurement has none)
+        ok = ok and cands[best]["features"].get("detail", 1.0) >= MIN_DETAIL
         if ok:
             need = max(scores[best] - rival, t * floor)
             for i in seen:
@@ -481,7 +484,7 @@ def _report(table, n) -> str:
 
 def _write_table(out: Path, recs: list[dict]) -> None:
     cols = ["family", "cls", "scene", "split", "name", "step", "path", "units", "scale",
-            *FEATURES, "right", "rre_deg", "rte", "rmse"]  # fmt: skip
+            *FEATURES, "shift_margin", "detail", "right", "rre_deg", "rte", "rmse"]  # fmt: skip
     tmp = out / "verdict_set.csv.gz.tmp"
     with gzip.open(tmp, "wt") as fh:
         fh.write(",".join(cols) + "\n")

@@ -13,7 +13,7 @@ import numpy as np
 from pcreg.registration.frames import to_user_frame
 from pcreg.registration.memo import remembered
 from pcreg.registration.result import RegistrationResult
-from pcreg.registration.symmetry import fit_constraint, shift_probe, symmetry_probe
+from pcreg.registration.symmetry import fit_constraint, fit_detail, shift_probe, symmetry_probe
 from pcreg.registration.verdict import scene_size
 from pcreg.registration.verify import agreement, verify
 
@@ -142,6 +142,7 @@ def finish_estimate(
             probe_pose=None if pose is None else user_pose(pose, scale, origins),
             shift_margin=shift,
             shift_pose=None if shifted is None else user_pose(shifted, scale, origins),
+            detail=fit_detail(src_down, ref_down, result.transform, plan.setting.voxel_size),
         )
     result.timings["verify"] = time.perf_counter() - t0
     result.verification = check

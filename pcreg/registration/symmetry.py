@@ -1,7 +1,8 @@
 """How well a fit locates the source: the margin to the best *different* pose that fits
 (:func:`symmetry_probe`, a symmetric scene's other pose), the margin to another *place* at the
 same orientation (:func:`shift_probe`, a copy of a repeated structure) and how firmly the fitted
-surfaces hold the source in their weakest direction (:func:`fit_constraint`, a slide). They are
+surfaces hold the source in their weakest direction (:func:`fit_constraint`, a slide) and what
+the fit rests on besides a floor and walls (:func:`fit_detail`, a bare corner). They are
 measurements of one estimate that the verdict (:mod:`pcreg.registration.verdict`) scores or
 rules on; the probes' poses are what an ``ambiguous`` answer reports.
 """
@@ -15,6 +16,7 @@ import numpy as np
 from pcreg.registration.verdict import different
 
 __all__ = [
+    "DETAIL_POINTS",
     "PROBE_FACE_AXES",
     "PROBE_ITERATIONS",
     "PROBE_POINTS",
@@ -24,6 +26,7 @@ __all__ = [
     "SHIFT_STRENGTH",
     "SHIFT_VALLEY",
     "fit_constraint",
+    "fit_detail",
     "point_to_plane",
     "shift_probe",
     "symmetry_probe",
@@ -235,6 +238,35 @@ def fit_constraint(src_down, ref_down, transform: np.ndarray, voxel: float) -> f
     radius = max(float(np.sqrt((lever**2).sum(axis=1).mean())), 1e-12)
     jac = np.hstack([np.cross(lever, n) / radius, n])
     return float(max(np.linalg.eigvalsh(jac.T @ jac / len(p))[0], 0.0))
+
+
+def fit_detail(src_down, ref_down, transform: np.ndarray, voxel: float) -> float:
+    """What the fit rests on besides three planes: the share of the source points within 1.5
+    ``voxel`` of the reference at ``transform`` (an even stride of at most
+    :data:`DETAIL_POINTS`) that lie farther than ``voxel`` from the three largest planes
+    through them (:func:`pcreg.geometry.planes.off_plane_share`, the reference's normals).
+    Near 0: the clouds meet on a floor and walls only, which any room's corner fits as well.
+    Clouds as :func:`symmetry_probe` takes them; 1.0 with fewer than 10 fitted points (no
+    measurement). Measured at 5 cm: 0.23-0.29 at the truth of the real 3DMatch and TUM pairs
+    of ``../shared/data``; on generated room fragments, for 16 of 19 wrong registrations
+    (another room's corner, a mirror, a part of the scan that does not overlap) 0.000-0.005,
+    and for 13 of 111 right ones too (their overlap is a bare corner)."""
+    from pcreg.geometry.clouds import KdTree
+    from pcreg.geometry.planes import off_plane_share
+
+    points = np.asarray(src_down.points)
+    if len(points) < 10 or not ref_down.has_normals():
+        return 1.0
+    points = points[:: max(1, -(-len(points) // DETAIL_POINTS))]
+    ref_pts, ref_normals = np.asarray(ref_down.points), np.asarray(ref_down.normals)
+    moved = points @ transform[:3, :3].T + transform[:3, 3]
+    dist, idx = KdTree(ref_pts).query(moved, distance_upper_bound=1.5 * voxel)
+    near = np.isfinite(dist)
+    return off_plane_share(moved[near], ref_normals[idx[near]], voxel)
+
+
+#: the source points :func:`fit_detail` measures at most (an even stride)
+DETAIL_POINTS = 4000
 
 
 #: also turn the source about the normals of its two most common plane orientations (a box's

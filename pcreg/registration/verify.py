@@ -100,6 +100,9 @@ class Verification:
     shift_margin: float = 0.0
     #: that pose ``(4, 4)``, in the user's frame and units once the result is
     shift_pose: np.ndarray | None = None
+    #: share of the fitted source points off the three largest planes through them
+    #: (:func:`~pcreg.registration.symmetry.fit_detail`; None when not measured)
+    detail: float | None = None
 
     @property
     def fitness(self) -> float:

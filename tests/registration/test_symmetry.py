@@ -172,3 +172,33 @@ def test_shift_probe_does_not_count_a_slide_as_another_place(rng):
     # what refuses it is the fit on the way: counted anyway, a shifted pose fits as well
     slid, _ = S.shift_probe(src, ref, np.eye(4), voxel, patch.mean(axis=0), 8.5, valley=np.inf)
     assert slid > 0.95, slid
+
+
+def test_fit_detail_is_near_zero_on_a_bare_corner_and_counts_what_stands_in_it(rng):
+    """A floor and two walls hold a fit firmly (the constraint is high) yet rest on nothing
+    but planes: the detail is 0. A block standing in the corner is the share of the fitted
+    points it holds; a fit of the block alone is all detail."""
+    from pcreg.geometry.clouds import downsample_with_normals
+
+    n = 15000
+    wall_x = np.c_[np.zeros(n), rng.uniform(0, 2, n), rng.uniform(0, 2, n)]
+    wall_y = np.c_[rng.uniform(0, 2, n), np.zeros(n), rng.uniform(0, 2, n)]
+    floor = np.c_[rng.uniform(0, 2, n), rng.uniform(0, 2, n), np.zeros(n)]
+    block = rng.uniform(0, 0.4, (n, 3))
+    face = rng.integers(3, size=n)
+    block[np.arange(n), face] = np.where(rng.random(n) < 0.5, 0.0, 0.4)
+    block += [1.0, 0.8, 0.0]
+    voxel = 0.04
+    corner = downsample_with_normals(np.vstack([wall_x, wall_y, floor]), voxel)
+    room = downsample_with_normals(np.vstack([wall_x, wall_y, floor, block]), voxel)
+    bare = S.fit_detail(corner, corner, np.eye(4), voxel)
+    assert bare < 0.002, bare
+    assert S.fit_constraint(corner, corner, np.eye(4), voxel) > 0.03  # held, not sliding
+    # the block's faces off the floor: its four sides and top, 0.4 m squares at 4 cm (about
+    # 5 x 100 of the room's ~7,500 voxels), less the rows within a voxel of the floor
+    furnished = S.fit_detail(room, room, np.eye(4), voxel)
+    assert 0.04 < furnished < 0.08, furnished
+    # a fit elsewhere only counts the fitted points: the moved corner meets nothing
+    moved = np.eye(4)
+    moved[:3, 3] = [5.0, 5.0, 5.0]
+    assert S.fit_detail(corner, corner, moved, voxel) == 1.0  # no measurement, no rule
