@@ -104,8 +104,8 @@ def test_the_fits_replay_drops_unconfirmed_classical_rooms(differs, family, regi
 
 
 def test_the_fits_replay_refuses_a_fit_on_bare_planes():
-    """The replay decides like the verdict's rule on :data:`MIN_DETAIL`; a table built
-    before the measurement (no ``detail``) is replayed as before."""
+    """The replay decides like the verdict's rule on :data:`MIN_DETAIL` (rooms only); a
+    table built before the measurement (no ``detail``) is replayed as before."""
     from pcreg.registration.verdict import MIN_DETAIL
 
     tool = _tool("verdict_set")
@@ -115,3 +115,5 @@ def test_the_fits_replay_refuses_a_fit_on_bare_planes():
         rec = {"candidates": [{"step": 0, "right": True, "differs": [], "features": feats}]}
         out = tool.replay(rec, [0.99], threshold=0.5, rival=0.05, floor=0.5)
         assert out == (registered, registered, True), detail
+    rec["candidates"][0]["features"]["outdoor"] = 1.0  # a street is not ruled
+    assert tool.replay(rec, [0.99], threshold=0.5, rival=0.05, floor=0.5)[0]

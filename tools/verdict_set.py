@@ -230,8 +230,9 @@ def replay(
         ok = ok and cands[best]["features"].get("probe_margin", 0.0) < limit
         # another place that fits as well (a table built before the shift probe has none)
         ok = ok and cands[best]["features"].get("shift_margin", 0.0) < SHIFT_MARGIN
-        # a fit on three planes or fewer (a table built before the measurement has none)
-        ok = ok and cands[best]["features"].get("detail", 1.0) >= MIN_DETAIL
+        # a room's fit on a floor and walls only (a table built before the measurement has
+        # none)
+        ok = ok and (fam != "rooms" or cands[best]["features"].get("detail", 1.0) >= MIN_DETAIL)
         if ok:
             need = max(scores[best] - rival, t * floor)
             for i in seen:

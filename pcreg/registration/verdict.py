@@ -103,22 +103,22 @@ MIN_CONTRAST = 0.2
 #: street pair); at the registered (right) estimates of the four real pairs of ``../shared/data``
 #: none is found (0)
 SHIFT_MARGIN = 0.95
-#: the least share of its fitted points a room's or an object's best candidate must hold off
-#: the three largest planes through them (:func:`~pcreg.registration.symmetry.fit_detail`):
-#: under it the clouds meet on a floor and walls (a box's faces) only, which another room's
-#: corner, a mirror image or a part of the same scan that does not overlap fits as sharply,
-#: and the pair is ambiguous. Chosen on fresh generated rooms (seeds 3,000,900-915, every
-#: class of the verdict set, the default search's registered answers): 16 of the 19 wrong
+#: the least share of its fitted points a room's best candidate must hold off the three
+#: largest planes through them (:func:`~pcreg.registration.symmetry.fit_detail`): under it
+#: the clouds meet on a floor and walls only, which another room's corner, a mirror image or
+#: a part of the same scan that does not overlap fits as sharply, and the pair is ambiguous.
+#: Chosen on fresh generated rooms (seeds 3,000,900-915, every class of the verdict set, the
+#: default search's registered answers): 16 of the 19 wrong
 #: ones lie at 0.000-0.005, the other three at 0.037-0.35; 13 of the 111 right ones lie
 #: under 0.01 (a bare corner at the truth too), the next at 0.011. Checked on seeds
 #: 3,000,950-965: registered rooms 80.2 % right before, 94.6 % with it (19 wrong -> 4; 7 of
-#: 77 right ones refused); generated objects (5,000,950-959) lose no right one (the least
-#: 0.23) and a symmetric object is refused. At the truth of the real room pairs of
-#: ``../shared/data`` (3DMatch, TUM) it is 0.23-0.29, and 0.05-0.32 for their first or last
-#: 40 % and every 50th or 100th point, except one TUM frame's last 40 % (0.000: a desk and a
-#: floor). Streets are not ruled: a sparse and a cut real KITTI scan registered right at
-#: 0.003 and 0.005 (``python tools/real_classes.py``, seed 5), and no wrong street answer
-#: lay under it
+#: 77 right ones refused). At the truth of the real room pairs of ``../shared/data``
+#: (3DMatch, TUM) it is 0.23-0.29, and 0.05-0.32 for their first or last 40 % and every 50th
+#: or 100th point, except one TUM frame's last 40 % (0.000: a desk and a floor). Rooms only:
+#: on the real scans of ``python tools/real_classes.py`` (seed 5) the rule refused two right
+#: KITTI answers and no wrong one, a cut scan under the street reading (0.005) and every
+#: 100th point of a scan under an object reading (0.003), and on generated objects (seeds
+#: 5,000,950-959) only a symmetric one, which the symmetry probe is for
 MIN_DETAIL = 0.01
 #: the measurements a candidate is scored on, in the model's order
 FEATURES = (
@@ -376,12 +376,12 @@ def _decide(best, candidates, model, centre, diagonal) -> Verdict:
             "turned alike (repeated structure: the data cannot tell the two places apart)"
         ), None, candidates, floor.shift_pose)  # fmt: skip
     detail = best.features.get("detail")
-    if detail is not None and detail < MIN_DETAIL and family(best.features) != "streets":
+    if detail is not None and detail < MIN_DETAIL and family(best.features) == "rooms":
         share, least = apart(detail, MIN_DETAIL, 1, percent=True)
         return Verdict(best, False, (
-            f"ambiguous: the clouds meet only on three planes or fewer (a floor and walls, a "
-            f"box's faces: {share} of the fitted points lie off them, at least {least} "
-            "needed), which another room's corner or a mirror image would fit as well"
+            f"ambiguous: the clouds meet only on a floor and walls ({share} of the fitted "
+            f"points lie off their three largest planes, at least {least} needed), which "
+            "another room's corner or a mirror image would fit as well"
         ), None, candidates)  # fmt: skip
     return Verdict(best, True, "", None, candidates)
 
