@@ -34,8 +34,8 @@ def off_plane_share(
     ``planes`` largest planes through them, taken greedily: the plane through one of
     ``hypotheses`` evenly strided points, normal to its row of ``normals (K, 3)`` (unit
     length), that holds the most points not yet taken, refitted to those points (least
-    squares, twice), then its points taken out. 1.0 for fewer than 10 points (nothing to
-    judge on). Deterministic. Numbers measured on 5 cm voxels, ``tolerance`` one voxel, three
+    squares, twice), then its points taken out. 1.0 for fewer than 10 points or no usable
+    normal among the hypotheses (nothing to judge on). Deterministic. Numbers measured on 5 cm voxels, ``tolerance`` one voxel, three
     planes: 0.23-0.29 for the overlap of the real 3DMatch and TUM pairs of
     ``../shared/data`` at their truth, 0.000-0.005 for 16 of 19 wrong registrations of
     generated room fragments (another room's corner, a mirror, a part of the same scan
@@ -46,6 +46,10 @@ def off_plane_share(
     if count < 10:
         return 1.0
     pick = np.linspace(0, count - 1, min(hypotheses, count)).astype(np.intp)
+    # a zero (or NaN) normal is no plane: its offset 0 would claim every point
+    pick = pick[np.linalg.norm(normals[pick], axis=1) > 0.5]
+    if not len(pick):
+        return 1.0
     hyp_normals = normals[pick]
     offsets = (hyp_normals * points[pick]).sum(axis=1)
     near = np.abs(points @ hyp_normals.T - offsets) < tolerance  # (K, H)

@@ -300,8 +300,11 @@ def visible_fit(
 def plane_band(height: np.ndarray, away: np.ndarray, voxel: float) -> float:
     """How far from a supporting plane its points reach: three robust standard deviations
     (1.4826 times the median absolute height) of the points ``away`` (bool mask: not next to
-    the object) within :data:`PLANE_REACH` ``voxel`` of it, ``height (K,)`` their absolute
-    distances to it; at least :data:`OBJECT_ON` and at most :data:`OBJECT_NEAR` voxels. A
+    the object, and on the plane's far side from it, where no clutter stands: papers and
+    books on a desk lie on its near side, and counted there they would widen the band over
+    the object's foot) within :data:`PLANE_REACH` ``voxel`` of it, ``height (K,)`` their
+    absolute distances to it; at least :data:`OBJECT_ON` and at most :data:`OBJECT_NEAR`
+    voxels. A
     depth camera's desk is a slab: a Kinect-class frame holds the desk's points up to 1-4
     fine voxels (8 mm each) above its fitted plane, which counted as object points the
     template failed to explain (:func:`object_share` at the truth of real composites 0.90-0.97,
@@ -362,10 +365,11 @@ def object_share(
             break
         normal, offset = np.asarray(plane[:3]), float(plane[3])
         height = np.abs(near @ normal + offset)
-        on_plane = idx[np.asarray(inliers, np.int64)]
-        on_plane = np.flatnonzero(rest & (height < plane_band(height, rest & off_object, voxel)))
-        rest[on_plane] = False
         side = np.sign(centre @ normal + offset) or 1.0
+        below = (near @ normal + offset) * side <= 0.0  # where nothing stands on it
+        band = plane_band(height, rest & off_object & below, voxel)
+        on_plane = np.flatnonzero(rest & (height < band))
+        rest[on_plane] = False
         beyond = moved[(moved @ normal + offset) * side < -THROUGH_DEPTH * voxel]
         if len(beyond):  # over the plane's points, not past its edge
             foot = beyond - np.outer(beyond @ normal + offset, normal)

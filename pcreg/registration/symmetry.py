@@ -240,14 +240,14 @@ def fit_constraint(src_down, ref_down, transform: np.ndarray, voxel: float) -> f
     return float(max(np.linalg.eigvalsh(jac.T @ jac / len(p))[0], 0.0))
 
 
-def fit_detail(src_down, ref_down, transform: np.ndarray, voxel: float) -> float:
+def fit_detail(src_down, ref_down, transform: np.ndarray, voxel: float) -> float | None:
     """What the fit rests on besides three planes: the share of the source points within 1.5
     ``voxel`` of the reference at ``transform`` (an even stride of at most
     :data:`DETAIL_POINTS`) that lie farther than ``voxel`` from the three largest planes
     through them (:func:`pcreg.geometry.planes.off_plane_share`, the reference's normals).
     Near 0: the clouds meet on a floor and walls only, which any room's corner fits as well.
-    Clouds as :func:`symmetry_probe` takes them; 1.0 with fewer than 10 fitted points (no
-    measurement). Measured at 5 cm: 0.23-0.29 at the truth of the real 3DMatch and TUM pairs
+    Clouds as :func:`symmetry_probe` takes them; None with fewer than 10 fitted points or
+    no reference normals (no measurement). Measured at 5 cm: 0.23-0.29 at the truth of the real 3DMatch and TUM pairs
     of ``../shared/data``; on generated room fragments, for 16 of 19 wrong registrations
     (another room's corner, a mirror, a part of the scan that does not overlap) 0.000-0.005,
     and for 13 of 111 right ones too (their overlap is a bare corner)."""
@@ -256,12 +256,14 @@ def fit_detail(src_down, ref_down, transform: np.ndarray, voxel: float) -> float
 
     points = np.asarray(src_down.points)
     if len(points) < 10 or not ref_down.has_normals():
-        return 1.0
+        return None
     points = points[:: max(1, -(-len(points) // DETAIL_POINTS))]
     ref_pts, ref_normals = np.asarray(ref_down.points), np.asarray(ref_down.normals)
     moved = points @ transform[:3, :3].T + transform[:3, 3]
     dist, idx = KdTree(ref_pts).query(moved, distance_upper_bound=1.5 * voxel)
     near = np.isfinite(dist)
+    if near.sum() < 10:
+        return None
     return off_plane_share(moved[near], ref_normals[idx[near]], voxel)
 
 

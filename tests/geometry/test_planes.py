@@ -45,3 +45,15 @@ def test_a_normal_off_by_a_few_degrees_is_refitted_and_few_points_say_nothing(rn
     noisy = np.tile([np.sin(tilt), 0.0, np.cos(tilt)], (len(pts), 1))
     assert off_plane_share(pts, noisy, 0.05, planes=1) < 0.002
     assert off_plane_share(pts[:9], nrm[:9], 0.05) == 1.0
+
+
+def test_a_zero_normal_is_no_plane(rng):
+    """A zero normal among the hypotheses (a point without a neighbourhood) would make the
+    plane through the origin that every point lies within 0 of; it is skipped."""
+    pts, nrm = _plane(rng, 2000, [0.0, 0.0, 1.0], 0.0, 0.005)
+    ball = rng.normal(size=(100, 3)) * 0.2 + [0.0, 0.0, 3.0]
+    pts = np.vstack([pts, ball])
+    nrm = np.vstack([nrm, np.tile([0.0, 0.0, 1.0], (100, 1))])
+    nrm[::97] = 0.0
+    assert off_plane_share(pts, nrm, 0.05, planes=1) == pytest.approx(100 / 2100, abs=0.005)
+    assert off_plane_share(pts, np.zeros_like(nrm), 0.05) == 1.0

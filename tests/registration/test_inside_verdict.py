@@ -224,3 +224,4 @@ def test_a_crop_of_one_of_two_copies_is_refused_and_not_retried_in_part():
     assert found.fitness > 0.9 and not found.part
     assert found.margin > MAX_MARGIN and found.rival is not None  # the other copy: a rival
     assert inside_rule(found).startswith("object in scene: the fit is not distinctive")
+

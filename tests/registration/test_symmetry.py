@@ -201,4 +201,4 @@ def test_fit_detail_is_near_zero_on_a_bare_corner_and_counts_what_stands_in_it(r
     # a fit elsewhere only counts the fitted points: the moved corner meets nothing
     moved = np.eye(4)
     moved[:3, 3] = [5.0, 5.0, 5.0]
-    assert S.fit_detail(corner, corner, moved, voxel) == 1.0  # no measurement, no rule
+    assert S.fit_detail(corner, corner, moved, voxel) is None  # no measurement, no rule
