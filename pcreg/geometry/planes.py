@@ -35,11 +35,11 @@ def off_plane_share(
     ``hypotheses`` evenly strided points, normal to its row of ``normals (K, 3)`` (unit
     length), that holds the most points not yet taken, refitted to those points (least
     squares, twice), then its points taken out. 1.0 for fewer than 10 points or no usable
-    normal among the hypotheses (nothing to judge on). Deterministic. Numbers measured on 5 cm voxels, ``tolerance`` one voxel, three
-    planes: 0.23-0.29 for the overlap of the real 3DMatch and TUM pairs of
-    ``../shared/data`` at their truth, 0.000-0.005 for 16 of 19 wrong registrations of
-    generated room fragments (another room's corner, a mirror, a part of the same scan
-    that does not overlap), 1.3 ms a fit (median, one thread)."""
+    normal among the hypotheses (nothing to judge on). Deterministic. Measured on 5 cm
+    voxels, ``tolerance`` one voxel, three planes: 0.23-0.29 for the overlap of the real
+    3DMatch and TUM pairs of ``../shared/data`` at their truth, 0.000-0.005 for 16 of 19
+    wrong registrations of generated room fragments (another room's corner, a mirror, a
+    part of the same scan that does not overlap), 1.3 ms a fit (median, one thread)."""
     points = np.asarray(points, np.float64)
     normals = np.asarray(normals, np.float64)
     count = len(points)

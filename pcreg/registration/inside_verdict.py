@@ -78,7 +78,8 @@ MIN_OBJECT_SHARE = 0.98
 #: pose with margin 0.57 and registered it)
 MIN_WHOLE_SHARE = 0.7
 #: and it must not pass through a supporting plane: at most this share of it lies more than
-#: :data:`THROUGH_DEPTH` fine voxels beyond one, over the plane's points. Right template poses
+#: :data:`THROUGH_DEPTH` fine voxels (or the plane's own band, :func:`plane_band`, where that
+#: is wider: a depth camera's desk) beyond one, over the plane's points. Right template poses
 #: 0.000 (seeds 0-19), a different object registered at a real one's place 0.045
 MAX_THROUGH = 0.02
 THROUGH_DEPTH = 2.0
@@ -337,7 +338,8 @@ def object_share(
     the template fits nothing; a different object at the same place leaves part of the real
     one unexplained. ``through``: the largest
     share of the small cloud that lies beyond one of the planes (on the far side from its
-    centre, more than :data:`THROUGH_DEPTH` voxels, within :data:`OBJECT_ON` of the plane's
+    centre, more than :data:`THROUGH_DEPTH` voxels or the plane's band, within
+    :data:`OBJECT_ON` of the plane's
     points): an object
     does not pass through what it stands on."""
     import open3d as o3d
@@ -370,7 +372,9 @@ def object_share(
         band = plane_band(height, rest & off_object & below, voxel)
         on_plane = np.flatnonzero(rest & (height < band))
         rest[on_plane] = False
-        beyond = moved[(moved @ normal + offset) * side < -THROUGH_DEPTH * voxel]
+        # beyond the plane's own spread: a noisy plane's fit lies within its band of it
+        depth = max(THROUGH_DEPTH * voxel, band)
+        beyond = moved[(moved @ normal + offset) * side < -depth]
         if len(beyond):  # over the plane's points, not past its edge
             foot = beyond - np.outer(beyond @ normal + offset, normal)
             dist, _ = cKDTree(near[on_plane]).query(foot, distance_upper_bound=OBJECT_ON * voxel)

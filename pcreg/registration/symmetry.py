@@ -247,10 +247,11 @@ def fit_detail(src_down, ref_down, transform: np.ndarray, voxel: float) -> float
     through them (:func:`pcreg.geometry.planes.off_plane_share`, the reference's normals).
     Near 0: the clouds meet on a floor and walls only, which any room's corner fits as well.
     Clouds as :func:`symmetry_probe` takes them; None with fewer than 10 fitted points or
-    no reference normals (no measurement). Measured at 5 cm: 0.23-0.29 at the truth of the real 3DMatch and TUM pairs
-    of ``../shared/data``; on generated room fragments, for 16 of 19 wrong registrations
-    (another room's corner, a mirror, a part of the scan that does not overlap) 0.000-0.005,
-    and for 13 of 111 right ones too (their overlap is a bare corner)."""
+    no reference normals (no measurement). Measured at 5 cm: 0.23-0.29 at the truth of the
+    real 3DMatch and TUM pairs of ``../shared/data``; on generated room fragments 0.000-0.005
+    for 16 of 19 wrong registrations (another room's corner, a mirror, a part of the scan
+    that does not overlap), and under 0.01 for 13 of 111 right ones too (their overlap is a
+    bare corner)."""
     from pcreg.geometry.clouds import KdTree
     from pcreg.geometry.planes import off_plane_share
 

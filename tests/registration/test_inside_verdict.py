@@ -104,6 +104,12 @@ def test_a_depth_cameras_thick_floor_is_removed_as_thick_as_it_is(scene, templat
     share, count, through = object_share(template.points, np.eye(4), noisy, voxel,
                                          _size(template))  # fmt: skip
     assert share > 0.99 and count > 100 and through == 0.0
+    # passing through the floor is measured beyond its band, and a sunk object still does
+    for sunk, passes in ((0.02, False), (0.06, True)):
+        down = np.eye(4)
+        down[2, 3] = -sunk
+        _, _, through = object_share(template.points, down, noisy, voxel, _size(template))
+        assert (through > MAX_THROUGH) == passes, (sunk, through)
     ball = rng.normal(size=(4000, 3))
     ball = ball / np.linalg.norm(ball, axis=1, keepdims=True) * 0.09 + [0, 0, HALF[2]]
     share, count, _ = object_share(ball, np.eye(4), noisy, voxel, _size(template))
@@ -224,4 +230,3 @@ def test_a_crop_of_one_of_two_copies_is_refused_and_not_retried_in_part():
     assert found.fitness > 0.9 and not found.part
     assert found.margin > MAX_MARGIN and found.rival is not None  # the other copy: a rival
     assert inside_rule(found).startswith("object in scene: the fit is not distinctive")
-
