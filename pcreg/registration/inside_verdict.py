@@ -305,12 +305,12 @@ def plane_band(height: np.ndarray, away: np.ndarray, voxel: float) -> float:
     books on a desk lie on its near side, and counted there they would widen the band over
     the object's foot) within :data:`PLANE_REACH` ``voxel`` of it, ``height (K,)`` their
     absolute distances to it; at least :data:`OBJECT_ON` and at most :data:`OBJECT_NEAR`
-    voxels. A
-    depth camera's desk is a slab: a Kinect-class frame holds the desk's points up to 1-4
-    fine voxels (8 mm each) above its fitted plane, which counted as object points the
-    template failed to explain (:func:`object_share` at the truth of real composites 0.90-0.97,
-    ``python tools/real_inside.py``); a generated, noiseless plane keeps
-    :data:`OBJECT_ON`."""
+    voxels. A depth camera's desk is a slab: a Kinect-class frame holds its points up to 1-4
+    fine voxels (8 mm each) off the fitted plane, which counted as object points the template
+    failed to explain (:func:`object_share` at the truth of the real composites' templates,
+    ``python tools/real_inside.py``, seeds 0 and 1: 0.86-1.0, 7 of 18 at
+    :data:`MIN_OBJECT_SHARE`; 10 of 18 with the band measured); a generated, noiseless plane
+    keeps :data:`OBJECT_ON`."""
     slab = height[away & (height < PLANE_REACH * voxel)]
     if len(slab) < 20:
         return OBJECT_ON * voxel
@@ -339,9 +339,8 @@ def object_share(
     one unexplained. ``through``: the largest
     share of the small cloud that lies beyond one of the planes (on the far side from its
     centre, more than :data:`THROUGH_DEPTH` voxels or the plane's band, within
-    :data:`OBJECT_ON` of the plane's
-    points): an object
-    does not pass through what it stands on."""
+    :data:`OBJECT_ON` of the plane's points): an object does not pass through what it stands
+    on."""
     import open3d as o3d
     from scipy.spatial import cKDTree
 

@@ -108,11 +108,11 @@ SHIFT_MARGIN = 0.95
 #: the clouds meet on a floor and walls only, which another room's corner, a mirror image or
 #: a part of the same scan that does not overlap fits as sharply, and the pair is ambiguous.
 #: Chosen on fresh generated rooms (seeds 3,000,900-915, every class of the verdict set, the
-#: default search's registered answers): 16 of the 19 wrong
-#: ones lie at 0.000-0.005, the other three at 0.037-0.35; 13 of the 111 right ones lie
-#: under 0.01 (a bare corner at the truth too), the next at 0.011. Checked on seeds
-#: 3,000,950-965: registered rooms 80.2 % right before, 94.6 % with it (19 wrong -> 4; 7 of
-#: 77 right ones refused). At the truth of the real room pairs of ``../shared/data``
+#: default search's registered answers): 16 of the 19 wrong ones lie at 0.000-0.005, the
+#: other three at 0.037-0.35; 13 of the 111 right ones lie under 0.01 (a bare corner at the
+#: truth too), the next at 0.011. Checked on three more sets (BENCHMARKS.md): registered
+#: rooms 70-80 % right before, 90-95 % with it (81 wrong -> 17; 24 of 257 right ones
+#: refused). At the truth of the real room pairs of ``../shared/data``
 #: (3DMatch, TUM) it is 0.23-0.29, and 0.05-0.32 for their first or last 40 % and every 50th
 #: or 100th point, except one TUM frame's last 40 % (0.000: a desk and a floor). Rooms only:
 #: on the real scans of ``python tools/real_classes.py`` (seed 5) the rule refused two right
