@@ -37,7 +37,15 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["CONGRUENT", "VerdictCase", "cases", "label_candidates", "mirror_congruence", "split_of"]
+__all__ = [
+    "CONGRUENT",
+    "VerdictCase",
+    "cases",
+    "fresh_room_cases",
+    "label_candidates",
+    "mirror_congruence",
+    "split_of",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -166,10 +174,22 @@ def _scaled(t: np.ndarray, factor: float) -> np.ndarray:
     return out
 
 
-def _room_cases(index: int, rng, pairs_per_scene: int) -> Iterator[VerdictCase]:
+def fresh_room_cases(first: int, count: int, pairs_per_scene: int = 3) -> Iterator[VerdictCase]:
+    """Every class of the set on ``count`` generated rooms from seed ``first`` on (the set's
+    own rooms start at :data:`ROOM_SEED`; pick seeds it never used, such as 3,000,900 on),
+    as :func:`cases` draws them (``rng`` seeded with ``first``): what ``python
+    tools/fresh_rooms.py`` runs through the default search."""
+    rng = np.random.default_rng(first)
+    for i in range(count):
+        yield from _room_cases(i, rng, pairs_per_scene, base=first)
+
+
+def _room_cases(
+    index: int, rng, pairs_per_scene: int, base: int | None = None
+) -> Iterator[VerdictCase]:
     from pcreg.data.synthetic.pairs import indoor_pairs
 
-    seed = ROOM_SEED + index
+    seed = (ROOM_SEED if base is None else base) + index
     pairs, other = indoor_pairs(seed, min_overlap=0.1), indoor_pairs(seed + 10_000, min_overlap=0.1)
     yield from _scene_cases("rooms", pairs, other, rng, pairs_per_scene)
 
