@@ -50,3 +50,12 @@ def test_fresh_rooms_are_the_sets_classes_on_other_seeds():
     assert cases[0].name == "room-3000950 3<-7"
     assert [c.cls for c in cases[:7]] == ["pair", "units", "chunk", "sparse", "mirror",
                                           "disjoint", "unrelated"]  # fmt: skip
+
+
+def test_a_line_cut_short_is_left_out_and_the_next_record_starts_a_line(tmp_path):
+    tool = _tool()
+    path = tmp_path / "out.jsonl"
+    path.write_text('{"name": "a", "cls": "pair"}\n{"name": "b", "cl')
+    assert [r["name"] for r in tool.load_records(path)] == ["a"]
+    assert path.read_text().endswith("\n")
+    assert tool.load_records(tmp_path / "none.jsonl") == []

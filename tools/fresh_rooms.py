@@ -56,6 +56,24 @@ def summarise(records: list[dict]) -> list[dict[str, object]]:
     return out
 
 
+def load_records(path: Path) -> list[dict]:
+    """The records of ``path`` (none where it does not exist); a line cut short by a stopped
+    run is left out (its case runs again), and the file is ended with a newline so that the
+    next record starts on a line of its own."""
+    if not path.is_file():
+        return []
+    out = []
+    for line in path.read_text().splitlines():
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    if path.stat().st_size and not path.read_bytes().endswith(b"\n"):
+        with path.open("a") as fh:
+            fh.write("\n")
+    return out
+
+
 def _precision(registered: int, wrong: int) -> str:
     return f"{100 * (registered - wrong) / registered:.1f} %" if registered else "-"
 
@@ -85,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--table-only", action="store_true")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
-    done = [json.loads(line) for line in args.out.open()] if args.out.is_file() else []
+    done = load_records(args.out)
     firsts = {r.get("first") for r in done}
     if firsts - {args.first}:
         parser.error(f"{args.out} holds cases of --first {sorted(firsts)}, not {args.first}")
