@@ -223,6 +223,10 @@ def _main(argv: list[str] | None, served_here: bool) -> int:
         as_json = (  # `detr predict` parses its own options, --json among them
             getattr(args, "json", False) is True or "--json" in getattr(args, "overrides", ())
         ) and not getattr(sys.stdout, "written", True)
+        if isinstance(err, ArgumentExit):  # a command's own parser (`detr predict`): its
+            if as_json:  # line is on stderr already; a script reading --json gets it too
+                _json_error(err.line.split(": error: ", 1)[-1], 2)
+            raise err
         signum = received_signal()
         if isinstance(err, Terminated):  # Ctrl-C (SIGINT), SIGTERM, SIGHUP
             terminated = err

@@ -129,6 +129,25 @@ def test_with_json_an_argument_error_is_a_json_object_on_stdout_too(clouds, caps
     assert capsys.readouterr().out == ""
 
 
+@pytest.mark.parametrize("bad", [[], ["--threshold", "x", "a.png"]])
+def test_a_nested_parsers_argument_error_is_a_json_object_with_json(capsys, bad):
+    """`pcreg detr predict` parses its own options: its refusals gave the stderr line only,
+    with `--json` too (a script reading stdout got nothing)."""
+    with pytest.raises(SystemExit) as exit_:
+        main(["detr", "predict", "--json", *bad])
+    captured = capsys.readouterr()
+    assert exit_.value.code == 2
+    (line,) = captured.err.splitlines()
+    assert line.startswith("pcreg detr predict: error: ")
+    assert json.loads(captured.out) == {
+        "error": line.removeprefix("pcreg detr predict: error: "),
+        "exit_code": 2,
+    }
+    with pytest.raises(SystemExit):
+        main(["detr", "predict", *bad])
+    assert capsys.readouterr().out == ""
+
+
 def test_no_correspondences_names_the_identity_only_where_the_estimate_is_it():
     """An object-in-scene search returned a pose 14,000 km off whose fit kept no point; its
     reason said "the estimate (the identity)"."""
