@@ -148,6 +148,19 @@ def test_a_nested_parsers_argument_error_is_a_json_object_with_json(capsys, bad)
     assert capsys.readouterr().out == ""
 
 
+@pytest.mark.parametrize("value", ["0", "-0.1", "nan", "inf"])
+def test_a_voxel_size_that_is_no_length_is_refused_by_its_option_name(clouds, capsys, value):
+    """`--voxel-size 0` said "voxel_size: must be a positive number" (the API's name for it);
+    the parser now refuses it naming the option, before anything is read."""
+    src, ref = clouds
+    with pytest.raises(SystemExit) as exit_:
+        main(["register", str(src), str(ref), "--voxel-size", value])
+    assert exit_.value.code == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("pcreg register: error: argument --voxel-size: must be a positive "
+                           f"number of metres, got {value}")  # fmt: skip
+
+
 def test_no_correspondences_names_the_identity_only_where_the_estimate_is_it():
     """An object-in-scene search returned a pose 14,000 km off whose fit kept no point; its
     reason said "the estimate (the identity)"."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -72,7 +73,7 @@ def add_method_arguments(
     )
     cmd.add_argument(
         "--voxel-size",
-        type=float,
+        type=positive_length,
         default=None,
         help="FPFH+RANSAC / ICP voxel in metres (auto: of the clouds as scaled for the network; "
         "default 0.05 indoor, 0.3 outdoor)",
@@ -192,6 +193,18 @@ def _resolved(path: Path) -> str:
 def write_json(path: Path, record: dict[str, Any], force: bool) -> None:
     with atomic_output(path, overwrite=force) as tmp:
         tmp.write_text(json.dumps(record, indent=1) + "\n")
+
+
+def positive_length(text: str) -> float:
+    """A length option's value (``--voxel-size``): a finite number above 0, refused by the
+    parser with the option's name (the API's own check named ``voxel_size``)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a positive number of metres, got {text}")
+    return value
 
 
 def positive_int(text: str) -> int:
