@@ -56,6 +56,8 @@ def test_the_files_of_a_map(mapped, tmp_path):
     assert np.allclose(rows[0], np.eye(4)[:3].ravel())
     assert np.allclose(rows[3].reshape(3, 4), result.poses[3][:3])
     side = json.loads(paths["sidecar"].read_text())
+    # the Python result gives the same record, under a registration result's name for it
+    assert json.loads(json.dumps(result.to_dict())) == side
     assert side["frame"] == {"reference": 0, "scan": "view0.npy"}
     assert side["placed"] == [True, True, False, True]
     why = "no candidate edge of this scan registered"

@@ -75,6 +75,11 @@ class MapResult:
 
         return METRES_PER_UNIT.get(self.units, 1.0)
 
+    def to_dict(self) -> dict[str, Any]:
+        """:meth:`record`, under the name :meth:`~pcreg.registration.result.
+        RegistrationResult.to_dict` has (a newcomer looked for it)."""
+        return self.record()
+
     def record(self) -> dict[str, Any]:
         """The sidecar JSON: frame, convention, scans, every edge, the unplaced scans."""
         return {
