@@ -42,7 +42,13 @@ from pcreg.errors import InputError
 from pcreg.registration import steps
 from pcreg.registration.checks import check_pair, cloud_extent
 from pcreg.registration.result import RegistrationResult
-from pcreg.registration.scale import OBJECT_EXTENT, Reading, reading_for, readings
+from pcreg.registration.scale import (
+    INDOOR_BAND,
+    OBJECT_EXTENT,
+    Reading,
+    reading_for,
+    readings,
+)
 
 if TYPE_CHECKING:
     from pcreg.registration.verdict import Candidate
@@ -109,10 +115,15 @@ def register_auto(
     inside = pipe.model is None and not exhaustive and ratio <= MAX_INSIDE_RATIO
     if inside and ratio > INSIDE_RATIO:  # an object in a scene, and nothing else
         return searched_inside()
+    # from twice smaller on, a cloud too small for the network is searched inside the other;
+    # under that, the pair is read once more as a small object (_finer_reading)
+    small_inside = inside and ratio > INSIDE_SMALL_RATIO
     try:
-        result = _register_scene(pipe, src, ref, names, origins, start, exhaustive)
+        result = _register_scene(
+            pipe, src, ref, names, origins, start, exhaustive, finer=not small_inside
+        )
     except TooFewPointsError:  # the small cloud vanishes at the scene's voxel; any other
-        if not (inside and ratio > INSIDE_SMALL_RATIO):  # refusal (memory cap, ...) stands
+        if not small_inside:  # refusal (memory cap, ...) stands
             raise
         return searched_inside()
     mirror = result.verdict is not None and result.verdict.reason.startswith("mirror:")
@@ -126,6 +137,33 @@ def register_auto(
         result.timings["search"] += inside_s
         result.timings["total"] += inside_s
     return result
+
+
+def _finer_reading(
+    pipe: Registration, src: np.ndarray, ref: np.ndarray, tried: list[dict[str, object]]
+) -> Reading | None:
+    """The reading for a pair too small for the network under every reading of its units
+    that was ``tried`` (``_register_scene``'s entries, each with its ``scale``): a 2.2 m ball
+    cut from a TUM RGB-D frame kept 15 superpoints at the ``indoor`` network's 0.4 m, 16
+    needed, and was refused with exit 2. An object, scaled so the smaller cloud spans
+    :data:`~pcreg.registration.scale.OBJECT_EXTENT` and at least 2x the largest scale tried (a
+    surface's superpoints grow about 4x), named in the unit the user gave (``--units``), else
+    in the first reading's unit (metres for a 1-20 m pair). None with a named network, or
+    where the larger cloud would then span over the ``indoor`` band's 20 m (a cloud too sparse
+    at any size the network knows)."""
+    if pipe.model is not None or not tried:
+        return None
+    small = min(cloud_extent(src), cloud_extent(ref))
+    extent = max(cloud_extent(src), cloud_extent(ref))
+    if pipe.units == "object":
+        units = reading_for("object", extent).units
+    else:
+        units = pipe.units or str(tried[0]["units"])
+    most = max(float(t["scale"]) for t in tried)  # type: ignore[arg-type]
+    scale = max(OBJECT_EXTENT / max(small, 1e-12), 2.0 * most)
+    if not np.isfinite(scale) or extent * scale > INDOOR_BAND[1]:
+        return None
+    return Reading(units, "indoor", scale, True)
 
 
 def _add_up(result: RegistrationResult, start: float, searched: float) -> RegistrationResult:
@@ -147,9 +185,13 @@ def _register_scene(
     origins: np.ndarray,
     start: float,
     exhaustive: bool,
+    finer: bool = True,
 ) -> RegistrationResult:
     """:func:`register_auto` for two scans of one scene (the module doc's readings and
-    steps)."""
+    steps). ``finer``: where every reading was refused as too small for the network, read the
+    pair once more as a small object (:func:`_finer_reading`); its refusal, if any, is not
+    the one raised (the first reading's is)."""
+    from pcreg.registration.checks import TooFewPointsError
     from pcreg.registration.verdict import (
         judge,
         load_verdict_model,
@@ -165,7 +207,7 @@ def _register_scene(
     elif pipe.units is not None:  # the user's unit: no other reading is tried
         reads = _dense_objects([reading_for(pipe.units, extent)], src, ref, extent, {})
     else:
-        sparse: dict[tuple[str, float], bool] = {}  # each reading's voxel count, once
+        sparse: dict[tuple[str, float], int] = {}  # each reading's voxel count, once
         candidates = _dense_objects(readings(extent), src, ref, extent, sparse)
         # a list, not the generator: the readings it leaves out as sparse are known (and
         # reported in ``readings``) also where the search registers before the last one; the
@@ -184,7 +226,19 @@ def _register_scene(
     tried: list[dict[str, object]] = []
     verdict = None
     step_index = -1
-    for rank, reading in enumerate(reads):
+
+    def then_finer(reads: Iterable[Reading]) -> Iterator[Reading]:
+        yield from reads
+        if (
+            finer and not found and errors and all(isinstance(e, TooFewPointsError) for e in errors)
+        ):  # every reading refused as too small: once more as a small object
+            again = _finer_reading(pipe, src, ref, tried)
+            if again is not None:
+                logger.info("units: too small for the network under every reading; read as "
+                            "an object x%.4g", again.scale)  # fmt: skip
+                yield again
+
+    for rank, reading in enumerate(then_finer(reads)):
         scale = reading.scale
         try:
             plan = pipe.plan(src * scale, ref * scale, names, model=reading.model or None)
@@ -353,21 +407,39 @@ SPARSE_READING = 0.9
 OBJECT_APART = 10.0
 
 
-def _sparse(
-    reading: Reading, src: np.ndarray, ref: np.ndarray, seen: dict[tuple[str, float], bool]
-) -> bool:
-    """Whether the smaller cloud of a pair barely thins at ``reading``'s network voxel
-    (occupied voxels over points above :data:`SPARSE_READING`); one voxel count per model
-    and scale, kept in ``seen`` (the pair's)."""
+#: an object reading by a power of ten (a guess: a room scaled down) under which the smaller
+#: cloud keeps more than this many points at the network's voxel is scaled to OBJECT_EXTENT
+#: instead, where it costs a fraction: 8x a 3DMatch fragment's 4,000-4,800 at 5 cm (TUM
+#: RGB-D frames keep 2,100-2,500; a closed 3 m box room sampled every 2.5 cm, 21,600). A
+#: 1.4 m ball cut from a TUM frame (145,000 points) read x10 as a 14 m "room" kept 48,780: a
+#: 2.5 GB memory estimate and 13 s for the pair; at x2.2 it registered right in 1.1 s
+CROWDED_OBJECT = 40_000
+
+
+def _count(
+    reading: Reading, src: np.ndarray, ref: np.ndarray, seen: dict[tuple[str, float], int]
+) -> tuple[int, int]:
+    """The occupied voxels of the smaller cloud of a pair (fewer points) at ``reading``'s
+    network voxel, and its points; one voxel count per model and scale, kept in ``seen``
+    (the pair's)."""
     from pcreg.registration.checks import voxel_count
     from pcreg.registration.resources import SHIPPED_FOOTPRINTS
 
+    cloud = src if len(src) <= len(ref) else ref
     key = (reading.model, reading.scale)
     if key not in seen:
         voxel = SHIPPED_FOOTPRINTS[reading.model].voxel / reading.scale  # in the input's unit
-        cloud = src if len(src) <= len(ref) else ref
-        seen[key] = voxel_count(cloud, voxel) > SPARSE_READING * len(cloud)
-    return seen[key]
+        seen[key] = voxel_count(cloud, voxel)
+    return seen[key], len(cloud)
+
+
+def _sparse(
+    reading: Reading, src: np.ndarray, ref: np.ndarray, seen: dict[tuple[str, float], int]
+) -> bool:
+    """Whether the smaller cloud of a pair barely thins at ``reading``'s network voxel
+    (occupied voxels over points above :data:`SPARSE_READING`; :func:`_count`)."""
+    voxels, points = _count(reading, src, ref, seen)
+    return voxels > SPARSE_READING * points
 
 
 def _dense_objects(
@@ -375,7 +447,7 @@ def _dense_objects(
     src: np.ndarray,
     ref: np.ndarray,
     extent: float,
-    sparse: dict[tuple[str, float], bool],
+    sparse: dict[tuple[str, float], int],
 ) -> list[Reading]:
     """``reads`` with each object reading scaled by a power of ten (a room scaled down,
     registered as the room it was: :func:`~pcreg.registration.scale.readings`) under which
@@ -386,15 +458,27 @@ def _dense_objects(
     read x100 as a 20 m room put every point in its own voxel, 20,000 points and 1,000-1,200
     superpoints per cloud into the network (a 3DMatch fragment: 4,000 and 100), 2.5 s per
     network pass and 12 s for the pair (2-core AMD EPYC, ONNX Runtime); at 4 m, 4,000 points
-    and 300 superpoints. One voxel count per such reading, none on any other path."""
+    and 300 superpoints. So too where the smaller cloud keeps more than
+    :data:`CROWDED_OBJECT` points at that voxel (a dense crop of a room, not a room scaled
+    down), where that scales it down. A reading so rescaled is named in the pair's first
+    exact unit where one is plausible (metres for a 1.9-unit crop of a room, which was read as
+    1.9 mm). One voxel count per such reading, none on any other path."""
     out: list[Reading] = []
     for reading in reads:
         scale = OBJECT_EXTENT / extent
-        if reading.object and reading.scale != scale and _sparse(reading, src, ref, sparse):
-            logger.info("units: an object read x%.4g, not x%.4g: its points are sparser than "
-                        "the network's voxel at x%.4g (not a room scaled down)",
-                        scale, reading.scale, reading.scale)  # fmt: skip
-            reading = replace(reading, scale=scale)
+        if reading.object and reading.scale != scale:
+            voxels, points = _count(reading, src, ref, sparse)
+            crowded = voxels > CROWDED_OBJECT and scale < reading.scale
+            if voxels > SPARSE_READING * points or crowded:
+                logger.info("units: an object read x%.4g, not x%.4g: at x%.4g its points are "
+                            "%s (not a room scaled down)", scale, reading.scale, reading.scale,
+                            "sparser than the network's voxel" if voxels > SPARSE_READING *
+                            points else f"{voxels} at the network's voxel")  # fmt: skip
+                # an object of any size: named in the pair's first exact unit where one is
+                # plausible (a 1.9-unit crop of a room in metres was read as 1.9 mm, and its
+                # errors in metres came out 1000x too small)
+                exact = next((r.units for r in reads if not r.object), reading.units)
+                reading = replace(reading, units=exact, scale=scale)
         if all(r.model != reading.model or r.scale != reading.scale for r in out):
             out.append(reading)
     return out
@@ -404,7 +488,7 @@ def _by_sampling(
     reads: list[Reading],
     src: np.ndarray,
     ref: np.ndarray,
-    sparse: dict[tuple[str, float], bool],
+    sparse: dict[tuple[str, float], int],
     keep_sparse: bool = False,
     skipped: list[Reading] | None = None,
 ) -> Iterator[Reading]:

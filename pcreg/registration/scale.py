@@ -26,7 +26,9 @@ proposes the readings that put the pair in a band a network was trained on, most
 The pipeline tries them in order and judges every estimate together
 (:mod:`pcreg.registration.verdict`); ``--json`` reports the reading that registered: the unit
 the file was read in (``units``: metres, millimetres or centimetres, also for an object, which
-is named by the first of them under which it is under 1 m), whether it was scaled as an object
+is named by the first of them under which it is under 1 m, or, where it is scaled to
+:data:`OBJECT_EXTENT` in place of a power of ten, by the first exact unit the pair is
+plausible in: :func:`pcreg.registration.auto._dense_objects`), whether it was scaled as an object
 (``object``) and the factor (``scale``). A 3.95 m room in centimetres and a 0.4 m object in
 millimetres are the same 395 units, so the reading is the search's best guess, which
 ``--units`` overrides. The transform is in the input's units either way; lengths reported in

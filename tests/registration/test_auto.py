@@ -471,6 +471,18 @@ def test_a_dense_object_is_read_at_4_m_and_a_room_scaled_down_as_the_room(monkey
     room_reads = readings(room_extent)
     assert [(r.scale, r.object) for r in room_reads] == [(100.0, True)]
     assert _dense_objects(room_reads, room, room, room_extent, {}) == room_reads
+    # a 1.2 m patch scanned every 2.5 mm (a crop of an RGB-D frame): x10 thins it 4x, yet
+    # leaves 57,600 points at the network's voxel (CROWDED_OBJECT): scaled to 4 m too
+    u = np.arange(0, 1.2, 0.0025)
+    patch = np.c_[np.meshgrid(u, u)[0].ravel(), np.meshgrid(u, u)[1].ravel(), np.zeros(u.size**2)]
+    patch_extent = cloud_extent(patch)
+    patch_reads = readings(patch_extent)
+    assert [(r.scale, r.object) for r in patch_reads] == [(1.0, False), (10.0, True)]
+    crowded = _dense_objects(patch_reads, patch, patch, patch_extent, {})
+    assert [(r.units, r.scale, r.object) for r in crowded] == [
+        ("metres", 1.0, False),
+        ("metres", pytest.approx(OBJECT_EXTENT / patch_extent), True),
+    ]  # named in the exact unit it is plausible in (it was "millimetres": a 1.7 mm object)
     # a reading already at OBJECT_EXTENT (a 0.24 m object) and an exact unit are not counted
     counted.clear()
     for cloud in (box_faces(0.14, 0.002), box_faces(4.0, 0.05)):

@@ -187,6 +187,32 @@ def test_a_crop_too_small_for_the_network_is_searched_inside_the_scan():
     assert not pcreg.register(alien, scan).registered
 
 
+@pytest.mark.parametrize("at", [500, 3000])
+def test_two_balls_too_small_for_the_network_are_read_finer(demo, at):
+    """A 0.6 m ball of the demo source onto a 0.8 m ball of the reference around the same
+    place (extent ratio under 2, so not an object in a scene; 9-15 superpoints at the
+    network's 0.4 m) was refused as input, exit 2; it is read as an object scaled to
+    4 m and registers right, and onto a ball of the reference elsewhere it does not."""
+    from scipy.spatial import cKDTree
+
+    src, ref, gt = demo
+    moved = src @ gt[:3, :3].T + gt[:3, 3]
+    near, _ = cKDTree(ref).query(moved)
+    i = np.flatnonzero(near < 0.03)[at]
+    ball = src[np.linalg.norm(src - src[i], axis=1) < 0.6]
+    result = pcreg.register(ball, ref[np.linalg.norm(ref - moved[i], axis=1) < 0.8])
+    assert result.registered, result.reason
+    assert result.object and result.units == "metres" and result.scale >= 2.0
+    first, again = result.readings  # both listed: the refused reading, then the object one
+    assert first["scale"] == 1.0 and "too small for the network" in first["refused"]
+    assert again["scale"] == result.scale and again["best_score"] > 0.5
+    err = pose_errors(result.transform, gt, ball)
+    assert err["rre_deg"] < 5.0 and err["rmse_m"] < 0.1, err
+    far = ref[np.linalg.norm(ref - moved[i], axis=1) > 2.0]
+    elsewhere = ref[np.linalg.norm(ref - far[len(far) // 2], axis=1) < 0.8]
+    assert not pcreg.register(ball, elsewhere).registered
+
+
 def _tiled(ref: np.ndarray, copies: tuple[int, ...], seed: int):
     """A 0.8 m crop of the reference laid three times 1.2 m apart along x (the reference), and
     ``copies`` of it with 3 mm jitter, moved by a known motion (the source): a repeated
