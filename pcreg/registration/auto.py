@@ -305,9 +305,10 @@ def _register_scene(
         scores = [c.score for c in found if c.result.scale == entry["scale"]]
         entry["best_score"] = round(max(scores), 4) if scores else None
     if verdict.registered and not exhaustive and len(tried) > 1:
-        from pcreg.registration.scale_hold import finer_reading_check
+        from pcreg.registration.scale_hold import finer_reading_check, room_reading_check
 
         finer_reading_check(verdict, found, src + origins[0], ref + origins[1])
+        room_reading_check(verdict, found, src + origins[0], ref + origins[1])
     if verdict.registered and not exhaustive:
         _mirror_check(pipe, verdict, src, ref, names, origins, start)
     for cand in found:  # the searches' pyramids and networks: neither kept nor pickled

@@ -10,7 +10,7 @@ import pytest
 from scipy.spatial.transform import Rotation
 
 import pcreg
-from pcreg.registration.scale_hold import finer_reading_check, input_voxel
+from pcreg.registration.scale_hold import finer_reading_check, input_voxel, room_reading_check
 from pcreg.registration.verdict import Candidate, Verdict
 
 
@@ -133,3 +133,60 @@ def test_a_mirrored_kitti_scan_is_not_registered_as_a_room_in_centimetres():
     assert result.reason.startswith(
         ("units: the estimate under the centimetres reading", "ambiguous: the clouds meet only")
     ), result.reason
+
+
+def _corner_in_mm(clutter: bool, seed: int = 0) -> np.ndarray:
+    """A 5 x 4 m floor and two 2.7 m walls in millimetres, a point about every 25 mm; with
+    ``clutter``, six boxes on the floor (what a real room's fit rests on besides planes)."""
+    rng = np.random.default_rng(seed)
+    n = 30000
+    floor = np.column_stack([rng.uniform(0, 5000, n), rng.uniform(0, 4000, n), np.zeros(n)])
+    wall_x = np.column_stack([np.zeros(n), rng.uniform(0, 4000, n), rng.uniform(0, 2700, n)])
+    wall_y = np.column_stack([rng.uniform(0, 5000, n), np.zeros(n), rng.uniform(0, 2700, n)])
+    parts = [floor, wall_x, wall_y]
+    if clutter:
+        for _ in range(6):
+            lo = rng.uniform([500, 500, 0], [4000, 3000, 0])
+            size = rng.uniform([300, 300, 300], [800, 800, 900])
+            box = lo + rng.uniform(0, 1, (3000, 3)) * size
+            face = rng.integers(0, 3, 3000)  # each point onto one of three faces of the box
+            box[np.arange(3000), face] = (lo + size)[face]
+            parts.append(box)
+    return np.vstack(parts)
+
+
+def _room_and_street(transform):
+    """The room reading's estimate (millimetres, the indoor network's 5 cm: 50 units) and a
+    street reading's at ``transform`` (centimetres, the outdoor network's 0.3 m: 30 units)."""
+    room = _candidate(np.eye(4), "millimetres", 0.001, 50.0, 0.9)
+    street = _candidate(transform, "centimetres", 0.01, 30.0, 0.95)
+    street.features["outdoor"] = 1.0
+    return room, street
+
+
+def test_a_street_readings_answer_on_a_bare_room_corner_is_ambiguous():
+    """A room in millimetres refused under the millimetre reading because its fit rests on a
+    floor and walls was read next as a 50 m street in centimetres and registered wrong (fresh
+    generated rooms: 4 of the 13 wrong answers the bare-planes rule left). At the room
+    reading's voxel the street estimate rests on three planes: refused; with clutter it
+    stands, and a room reading's own answer is not measured again."""
+    corner = _corner_in_mm(clutter=False)
+    room, street = _room_and_street(np.eye(4))
+    verdict = Verdict(best=street, registered=True, reason="")
+    room_reading_check(verdict, [room, street], corner, corner)
+    assert not verdict.registered
+    assert verdict.reason.startswith(
+        "ambiguous: the clouds meet only on a floor and walls (0.0% of the fitted points lie "
+        "off their three largest planes at the scale of the millimetres reading tried before"
+    )
+    assert verdict.reason.endswith("(if the clouds are in centimetres, --units centimetres "
+                                   "says so)")  # fmt: skip
+    cluttered = _corner_in_mm(clutter=True)
+    room, street = _room_and_street(np.eye(4))
+    verdict = Verdict(best=street, registered=True, reason="")
+    room_reading_check(verdict, [room, street], cluttered, cluttered)
+    assert verdict.registered, verdict.reason
+    room, street = _room_and_street(np.eye(4))
+    verdict = Verdict(best=room, registered=True, reason="")
+    room_reading_check(verdict, [room, street], corner, corner)  # the verdict's own rule
+    assert verdict.registered
