@@ -117,3 +117,19 @@ def test_the_fits_replay_refuses_a_fit_on_bare_planes():
         assert out == (registered, registered, True), detail
     rec["candidates"][0]["features"]["outdoor"] = 1.0  # a street is not ruled
     assert tool.replay(rec, [0.99], threshold=0.5, rival=0.05, floor=0.5)[0]
+
+
+def test_the_fits_replay_refuses_a_street_fit_that_leaves_a_direction_free():
+    """The replay decides like the verdict's floor on a street's ``constraint``
+    (:data:`MIN_STREET_CONSTRAINT`, streets only; a candidate without it is not ruled)."""
+    from pcreg.registration.verdict import MIN_STREET_CONSTRAINT
+
+    tool = _tool("verdict_set")
+    base = {"contrast": 0.9, "log_inliers": 3.0, "outdoor": 1.0}
+    for value, registered in ((None, True), (MIN_STREET_CONSTRAINT, True), (0.001, False)):
+        feats = dict(base) if value is None else {**base, "constraint": value}
+        rec = {"candidates": [{"step": 0, "right": True, "differs": [], "features": feats}]}
+        out = tool.replay(rec, [0.99], threshold=0.5, rival=0.05, floor=0.5)
+        assert out == (registered, registered, True), value
+    rec["candidates"][0]["features"]["outdoor"] = 0.0  # a room is not ruled by it
+    assert tool.replay(rec, [0.99], threshold=0.5, rival=0.05, floor=0.5)[0]

@@ -35,6 +35,7 @@ from pcreg.registration.verdict import (  # noqa: E402
     FEATURES,
     MIN_CONTRAST,
     MIN_DETAIL,
+    MIN_STREET_CONSTRAINT,
     SHIFT_MARGIN,
     Trees,
     VerdictModel,
@@ -233,6 +234,9 @@ def replay(
         # a room's fit on a floor and walls only (a table built before the measurement has
         # none)
         ok = ok and (fam != "rooms" or cands[best]["features"].get("detail", 1.0) >= MIN_DETAIL)
+        # a street's fit that leaves a direction free (a road alone)
+        ok = ok and (fam != "streets" or cands[best]["features"].get("constraint", 1.0)
+                     >= MIN_STREET_CONSTRAINT)  # fmt: skip
         if ok:
             need = max(scores[best] - rival, t * floor)
             for i in seen:

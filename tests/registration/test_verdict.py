@@ -361,3 +361,25 @@ def test_a_room_fit_on_bare_planes_is_ambiguous():
     cand.score = 0.0
     del cand.features["detail"]
     assert V.judge([cand], MODEL, CENTRE, DIAGONAL).registered
+
+
+def test_a_street_fit_that_leaves_a_direction_free_is_ambiguous():
+    """A street's best candidate holding the source under :data:`MIN_STREET_CONSTRAINT` in its
+    weakest direction (a road strip: the ground alone) is refused as ambiguous; at the floor
+    it registers, and rooms and objects are not ruled by it (their slides are the bare-planes
+    rule's, and real low-overlap rooms hold as loosely as a slide)."""
+    cand = _cand(np.eye(4), 0.99)
+    cand.features.update(outdoor=1.0, constraint=0.0009)
+    out = V.judge([cand], MODEL, CENTRE, DIAGONAL)
+    assert not out.registered
+    assert out.reason.startswith(
+        "ambiguous: the fit leaves a direction free (it holds the source 0.0009 in its weakest "
+        "direction, at least 0.0050 needed)"
+    )
+    cand.score, cand.features["constraint"] = 0.0, V.MIN_STREET_CONSTRAINT
+    assert V.judge([cand], MODEL, CENTRE, DIAGONAL).registered
+    cand.score, cand.features["constraint"] = 0.0, 0.0009
+    for other in ({"outdoor": 0.0}, {"object_reading": 1.0}):
+        cand.score = 0.0
+        cand.features.update(other)
+        assert V.judge([cand], MODEL, CENTRE, DIAGONAL).registered, other
