@@ -143,14 +143,24 @@ def _finer_reading(
     pipe: Registration, src: np.ndarray, ref: np.ndarray, tried: list[dict[str, object]]
 ) -> Reading | None:
     """The reading for a pair too small for the network under every reading of its units
-    that was ``tried`` (``_register_scene``'s entries, each with its ``scale``): a 2.2 m ball
-    cut from a TUM RGB-D frame kept 15 superpoints at the ``indoor`` network's 0.4 m, 16
-    needed, and was refused with exit 2. An object, scaled so the smaller cloud spans
-    :data:`~pcreg.registration.scale.OBJECT_EXTENT` and at least 2x the largest scale tried (a
-    surface's superpoints grow about 4x), named in the unit the user gave (``--units``), else
-    in the first reading's unit (metres for a 1-20 m pair). None with a named network, or
-    where the larger cloud would then span over the ``indoor`` band's 20 m (a cloud too sparse
-    at any size the network knows)."""
+    that was ``tried`` (``_register_scene``'s entries, each with its ``scale`` and ``model``):
+    the ``indoor`` network, the pair scaled so the smaller cloud spans
+    :data:`~pcreg.registration.scale.OBJECT_EXTENT` and at least 2x the largest ``indoor``
+    scale tried (a surface's superpoints grow about 4x), but the larger cloud within the
+    ``indoor`` band's 20 m; only where that makes the network's superpoint voxel (in the
+    input's units) at most half the finest tried. Scaled up, it is an object
+    (:attr:`~pcreg.registration.scale.Reading.object`); scaled down, a scene larger than the
+    band, read as a room: a 22 m corridor in metres, refused under the street reading and as a
+    0.16x object, is read at 0.32x (an 8 m room; at the band's top, 0.81x, the network took
+    17 s on it). Named in the unit the user gave (``--units``), else in the first reading's (metres
+    for a 1-20 m pair). None with a named network.
+
+    Found by hostile runs: a 2.2 m ball cut from a TUM RGB-D frame kept 15 superpoints at the
+    ``indoor`` network's 0.4 m, 16 needed, and a bare 22 m corridor in metres (read as a
+    street) too few at the ``outdoor`` network's 4.8 m; both were refused with exit 2, as
+    bad input."""
+    from pcreg.registration.resources import SHIPPED_FOOTPRINTS
+
     if pipe.model is not None or not tried:
         return None
     small = min(cloud_extent(src), cloud_extent(ref))
@@ -159,11 +169,20 @@ def _finer_reading(
         units = reading_for("object", extent).units
     else:
         units = pipe.units or str(tried[0]["units"])
-    most = max(float(t["scale"]) for t in tried)  # type: ignore[arg-type]
-    scale = max(OBJECT_EXTENT / max(small, 1e-12), 2.0 * most)
-    if not np.isfinite(scale) or extent * scale > INDOOR_BAND[1]:
+    indoor = [float(t["scale"]) for t in tried if t.get("model") == "indoor"]  # type: ignore[arg-type]
+    scale = min(
+        INDOOR_BAND[1] / max(extent, 1e-12),
+        max(OBJECT_EXTENT / max(small, 1e-12), 2.0 * max(indoor, default=0.0)),
+    )
+    coarse = [
+        SHIPPED_FOOTPRINTS[str(t["model"])].coarse_voxel / float(t["scale"])  # type: ignore[arg-type]
+        for t in tried
+        if t.get("model") in SHIPPED_FOOTPRINTS
+    ]
+    own = SHIPPED_FOOTPRINTS["indoor"].coarse_voxel / scale
+    if not (np.isfinite(scale) and scale > 0) or not coarse or own > 0.5 * min(coarse):
         return None
-    return Reading(units, "indoor", scale, True)
+    return Reading(units, "indoor", scale, scale > 1.0)
 
 
 def _add_up(result: RegistrationResult, start: float, searched: float) -> RegistrationResult:
@@ -246,7 +265,7 @@ def _register_scene(
             logger.info("units read as %s: %s", reading.units, err)
             errors.append(_in_given_units(err, src, ref, names, scale))
             tried.append({"units": reading.units, "object": reading.object, "scale": scale,
-                          "refused": str(err)})  # fmt: skip
+                          "model": reading.model or None, "refused": str(err)})  # fmt: skip
             continue
         density = reading_densities(src, ref, plan, scale)
         tried.append({"units": reading.units, "object": reading.object, "scale": scale,

@@ -540,3 +540,32 @@ def test_a_reading_left_out_as_sparse_is_listed_where_a_later_one_registers():
     assert set(by_unit) == {"centimetres", "metres"}, res.readings
     assert by_unit["metres"]["refused"].startswith("not tried: the clouds are sparser")
     assert by_unit["centimetres"]["best_score"] >= 0.3
+
+
+def _corridor(rng: np.random.Generator, length: float, n: int = 40_000) -> np.ndarray:
+    """A bare corridor in metres: a floor and two 2.5 m walls 2 m apart, ``n`` random
+    points in all."""
+    faces = [
+        lambda u, v: np.c_[u * length, v * 2.0, np.zeros_like(u)],
+        lambda u, v: np.c_[u * length, np.zeros_like(u), v * 2.5],
+        lambda u, v: np.c_[u * length, np.full_like(u, 2.0), v * 2.5],
+    ]
+    return np.vstack([f(rng.random(n // 3), rng.random(n // 3)) for f in faces])
+
+
+def test_a_scene_too_small_for_every_reading_gets_a_verdict_not_an_input_error():
+    """A bare 30 m corridor in metres: a street under the metres reading (too few
+    superpoints at the outdoor network's 4.8 m), too small as a 0.15x object too, was refused
+    with exit 2 as bad input (a hostile run: a 22 m corridor). Read once more by the indoor
+    network at twice that object's scale (a 9 m room), it gets a verdict: nothing but planes
+    that slide along the corridor, so it does not register."""
+    hall = _corridor(np.random.default_rng(0), 30.0)
+    src, ref = hall[hall[:, 0] < 26.0], hall[hall[:, 0] > 3.0]
+    result = pcreg.register(src + np.array([0.3, 0.0, 0.0]), ref)
+    assert not result.registered
+    assert not result.object and result.units == "metres"
+    *refused, last = result.readings
+    assert [r["model"] for r in refused] == ["outdoor", "indoor"]
+    assert all("too small for the network" in r["refused"] for r in refused)
+    assert last["model"] == "indoor" and "refused" not in last
+    assert result.scale == pytest.approx(2.0 * refused[1]["scale"])
