@@ -44,6 +44,7 @@ from pcreg.registration.checks import check_pair, cloud_extent
 from pcreg.registration.result import RegistrationResult
 from pcreg.registration.scale import (
     INDOOR_BAND,
+    METRES_PER_UNIT,
     OBJECT_EXTENT,
     Reading,
     reading_for,
@@ -142,22 +143,23 @@ def register_auto(
 def _finer_reading(
     pipe: Registration, src: np.ndarray, ref: np.ndarray, tried: list[dict[str, object]]
 ) -> Reading | None:
-    """The reading for a pair too small for the network under every reading of its units
-    that was ``tried`` (``_register_scene``'s entries, each with its ``scale`` and ``model``):
-    the ``indoor`` network, the pair scaled so the smaller cloud spans
+    """The reading for a pair too small for the network under every reading of its units that was
+    ``tried`` (``_register_scene``'s entries, each with its ``scale`` and ``model``): the
+    ``indoor`` network, the pair scaled so the smaller cloud spans
     :data:`~pcreg.registration.scale.OBJECT_EXTENT` and at least 2x the largest ``indoor``
     scale tried (a surface's superpoints grow about 4x), but the larger cloud within the
     ``indoor`` band's 20 m; only where that makes the network's superpoint voxel (in the
-    input's units) at most half the finest tried. Scaled up, it is an object
-    (:attr:`~pcreg.registration.scale.Reading.object`); scaled down, a scene larger than the
-    band, read as a room: a 22 m corridor in metres, refused under the street reading and as a
-    0.16x object, is read at 0.32x (an 8 m room; at the band's top, 0.81x, the network took
-    17 s on it). Named in the unit the user gave (``--units``), else in the first reading's (metres
-    for a 1-20 m pair). None with a named network.
+    input's units) at most half the finest tried. Scaled up from its unit's metres (or under
+    ``--units object``), it is an object (:attr:`~pcreg.registration.scale.Reading.object`);
+    scaled down, a scene larger than the band, read as a room: a 22 m corridor in metres,
+    refused under the street reading and as a 0.16x object, is read at 0.32x (an 8 m room; at
+    the band's top, 0.81x, the network took 17 s on it). Named in the unit the user gave
+    (``--units``), else in the first reading's (metres for a 1-20 m pair). None with a named
+    network.
 
-    Found by hostile runs: a 2.2 m ball cut from a TUM RGB-D frame kept 15 superpoints at the
-    ``indoor`` network's 0.4 m, 16 needed, and a bare 22 m corridor in metres (read as a
-    street) too few at the ``outdoor`` network's 4.8 m; both were refused with exit 2, as
+    Found by hostile runs: a 2.2 m ball (1.2 m radius) cut from a TUM RGB-D frame kept 15
+    superpoints at the ``indoor`` network's 0.4 m, 16 needed, and a bare 22 m corridor in metres
+    (read as a street) too few at the ``outdoor`` network's 4.8 m; both were refused with exit 2, as
     bad input."""
     from pcreg.registration.resources import SHIPPED_FOOTPRINTS
 
@@ -182,7 +184,9 @@ def _finer_reading(
     own = SHIPPED_FOOTPRINTS["indoor"].coarse_voxel / scale
     if not (np.isfinite(scale) and scale > 0) or not coarse or own > 0.5 * min(coarse):
         return None
-    return Reading(units, "indoor", scale, scale > 1.0)
+    # scaled up from the unit's own metres, or named an object by the user: an object
+    up = scale > METRES_PER_UNIT.get(units, 1.0)
+    return Reading(units, "indoor", scale, pipe.units == "object" or up)
 
 
 def _add_up(result: RegistrationResult, start: float, searched: float) -> RegistrationResult:

@@ -135,7 +135,9 @@ MIN_DETAIL = 0.01
 #: or more at the truth (a crop of KITTI 06; a chunk of KITTI 00 at 0.025 holds
 #: :data:`MIN_DETAIL`'s measure at 0.006, why that rule is not applied to streets); of the
 #: labelled set's right street-reading candidates 7 of 374 lie under it (5 rooms in
-#: millimetres read as streets, bare corners), of its wrong ones 409 of 979
+#: millimetres read as streets, bare corners), of its wrong ones 409 of 979. A fit too thin
+#: to measure (under 10 fitted points in the measurement's stride) reads 0 and is refused
+#: as well: it holds nothing
 MIN_STREET_CONSTRAINT = 0.005
 #: the measurements a candidate is scored on, in the model's order
 FEATURES = (

@@ -569,3 +569,37 @@ def test_a_scene_too_small_for_every_reading_gets_a_verdict_not_an_input_error()
     assert all("too small for the network" in r["refused"] for r in refused)
     assert last["model"] == "indoor" and "refused" not in last
     assert result.scale == pytest.approx(2.0 * refused[1]["scale"])
+
+
+def test_the_too_small_retry_is_an_object_where_it_scales_up_in_any_unit(rng):
+    """The retry's reading is an object where it scales the pair up from its unit's metres
+    (x0.04 of centimetres is 4x) or the user said ``--units object``, and a room where it
+    scales a scene down (x0.3 of metres)."""
+    from types import SimpleNamespace
+
+    from pcreg.registration.auto import _finer_reading
+
+    ball = rng.normal(size=(2000, 3))
+    ball = 30.0 * ball / np.linalg.norm(ball, axis=1, keepdims=True)  # 0.6 m across, in cm
+    tried = [{"units": "centimetres", "scale": 0.01, "model": "indoor"}]
+    for units in ("centimetres", None):
+        pipe = SimpleNamespace(model=None, units=units)
+        got = _finer_reading(pipe, ball, ball * 1.3, tried)
+        assert got.units == "centimetres" and got.object and got.model == "indoor"
+        assert got.scale == pytest.approx(4.0 / cloud_extent_of(ball), rel=1e-6)
+    named = _finer_reading(SimpleNamespace(model=None, units="object"), ball, ball * 1.3, tried)
+    assert named.object
+    hall = _corridor(np.random.default_rng(0), 30.0)
+    down = _finer_reading(
+        SimpleNamespace(model=None, units=None), hall, hall,
+        [{"units": "metres", "scale": 1.0, "model": "outdoor"},
+         {"units": "millimetres", "scale": 0.15, "model": "indoor"}],
+    )  # fmt: skip
+    assert down.units == "metres" and not down.object and down.scale == pytest.approx(0.3)
+    assert _finer_reading(SimpleNamespace(model="indoor", units=None), ball, ball, tried) is None
+
+
+def cloud_extent_of(points: np.ndarray) -> float:
+    from pcreg.registration.checks import cloud_extent
+
+    return cloud_extent(points)
