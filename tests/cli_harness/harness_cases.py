@@ -1117,17 +1117,20 @@ def _dashy(value: str) -> bool:
     return value.startswith("-") and not re.fullmatch(r"-\d+|-\d*\.\d+", value)
 
 
+# not a positive finite length: the parser refuses it, naming the option (the API's own
+# check named it voxel_size, a name the command line does not have)
 for _v in ("0", "-1", "nan", "inf", "-inf"):
     for _tag, _m in (("fpfh", ("--method", "fpfh-ransac")), ("geo-icp", ("--icp",))):
         _arg_case(
             f"voxel-{_v}-{_tag}",
             (*_m, "--voxel-size", _v),
             BAD,
-            names=VOXEL,
+            names=("--voxel-size",),
             fast=(_v, _tag) == ("0", "fpfh"),
-            argparse=_dashy(_v),
+            argparse=True,
         )
-    _arg_case(f"voxel-{_v}-geo", ("--voxel-size", _v), BAD, names=VOXEL, argparse=_dashy(_v))
+    _arg_case(f"voxel-{_v}-geo", ("--voxel-size", _v), BAD, names=("--voxel-size",),
+              argparse=True)  # fmt: skip
 for _v in ("1e-9", "1e9", "1e-300", "0.5"):
     for _tag, _m in (("fpfh", ("--method", "fpfh-ransac")), ("geo-icp", ("--icp",))):
         _arg_case(f"voxel-{_v}-{_tag}", (*_m, "--voxel-size", _v), ANY, names=VOXEL)
@@ -2420,7 +2423,8 @@ _sub_case(
         "--voxel-size",
         "nan",
     ],
-    names=VOXEL,
+    names=("--voxel-size",),
+    argparse=True,  # not a positive finite length: the parser's refusal
 )
 _sub_case(
     "batch-max-memory-abc",
