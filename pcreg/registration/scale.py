@@ -18,7 +18,8 @@ proposes the readings that put the pair in a band a network was trained on, most
   :data:`OBJECT_EXTENT` metres, and registered as a small room by the ``indoor`` network.
   ``auto`` keeps the power of ten only where the clouds are sampled like a room at that
   scale: a dense object scan becomes a 20 m room with every point its own voxel there, and
-  is scaled to :data:`OBJECT_EXTENT` instead (:func:`pcreg.registration.auto._dense_objects`).
+  is scaled to :data:`OBJECT_EXTENT` instead
+  (:func:`pcreg.registration.reading_choice.dense_objects`).
   Measured on the Stanford bunny range scans (0.22-0.24 m across): at 4 m the network's
   pyramid has the size of a 3DMatch fragment's (7,800 vs 8,300 points), and at 2.5 m too few
   superpoints remain for some views.
@@ -28,9 +29,9 @@ The pipeline tries them in order and judges every estimate together
 the file was read in (``units``: metres, millimetres or centimetres, also for an object, which
 is named by the first of them under which it is under 1 m, or, where it is scaled to
 :data:`OBJECT_EXTENT` in place of a power of ten, by the first exact unit the pair is
-plausible in: :func:`pcreg.registration.auto._dense_objects`), whether it was scaled as an object
-(``object``) and the factor (``scale``). A 3.95 m room in centimetres and a 0.4 m object in
-millimetres are the same 395 units, so the reading is the search's best guess, which
+plausible in: :func:`pcreg.registration.reading_choice.dense_objects`), whether it was scaled
+as an object (``object``) and the factor (``scale``). A 3.95 m room in centimetres and a 0.4 m
+object in millimetres are the same 395 units, so the reading is the search's best guess, which
 ``--units`` overrides. The transform is in the input's units either way; lengths reported in
 metres are converted by the unit read (:data:`METRES_PER_UNIT`).
 """

@@ -12,7 +12,7 @@ against the rooms' threshold 0.30). That pose fits 24 % at 0.3 m.
 
 A right pose explains the data at every scale the data supports: where a finer reading (at
 least :data:`FINER` times finer: readings at one voxel are no check of each other) was
-plausible (it was tried: :func:`pcreg.registration.auto._by_sampling` leaves out readings
+plausible (it was tried: :func:`pcreg.registration.reading_choice.by_sampling` leaves out readings
 under which the clouds are sparser than the network's voxel) and produced estimates, none of
 them at the registered pose (:func:`~pcreg.registration.verdict.different`: a finer estimate
 at the same pose confirms it), the registered estimate is measured at the finer reading's

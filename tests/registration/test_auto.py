@@ -400,7 +400,7 @@ def test_sparse_readings_are_skipped_and_far_object_readings_are_dropped(monkeyp
     voxel count per reading; an object reading more than 10x from a plausible exact unit is
     not tried at all (a street in metres is not an object)."""
     import pcreg.registration.checks as checks
-    from pcreg.registration.auto import _by_sampling
+    from pcreg.registration.reading_choice import by_sampling as _by_sampling
     from pcreg.registration.scale import Reading
 
     cloud = rng.uniform(0, 10, (2000, 3))  # 10 m: dense at 5 cm voxels only if scaled down
@@ -440,8 +440,8 @@ def test_a_dense_object_is_read_at_4_m_and_a_room_scaled_down_as_the_room(monkey
     from dataclasses import replace
 
     import pcreg.registration.checks as checks
-    from pcreg.registration.auto import _dense_objects
     from pcreg.registration.checks import cloud_extent
+    from pcreg.registration.reading_choice import dense_objects as _dense_objects
     from pcreg.registration.scale import OBJECT_EXTENT, readings
 
     def box_faces(side: float, step: float) -> np.ndarray:
@@ -496,7 +496,7 @@ def test_a_dense_object_is_read_at_4_m_and_a_room_scaled_down_as_the_room(monkey
     assert len(_dense_objects(twice, scan, scan, extent, {})) == 1
     # the pair's counts are shared with _by_sampling: the room's x100 reading, counted by
     # _dense_objects, is not counted again when the readings are sorted by sampling
-    from pcreg.registration.auto import _by_sampling
+    from pcreg.registration.reading_choice import by_sampling as _by_sampling
     from pcreg.registration.scale import Reading
 
     counted.clear()
@@ -577,7 +577,7 @@ def test_the_too_small_retry_is_an_object_where_it_scales_up_in_any_unit(rng):
     scales a scene down (x0.3 of metres)."""
     from types import SimpleNamespace
 
-    from pcreg.registration.auto import _finer_reading
+    from pcreg.registration.reading_choice import finer_reading as _finer_reading
 
     ball = rng.normal(size=(2000, 3))
     ball = 30.0 * ball / np.linalg.norm(ball, axis=1, keepdims=True)  # 0.6 m across, in cm
