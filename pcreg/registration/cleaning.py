@@ -16,7 +16,14 @@ import numpy as np
 
 from pcreg.geometry.columns import column_max, column_min, row_max
 
-__all__ = ["FAR_FACTOR", "drop_duplicates", "drop_far", "drop_isolated", "nearest_cells"]
+__all__ = [
+    "FAR_FACTOR",
+    "budget_scale",
+    "drop_duplicates",
+    "drop_far",
+    "drop_isolated",
+    "nearest_cells",
+]
 
 #: a point farther than this many scene extents from the cloud's median is not part of it
 FAR_FACTOR = 1000.0
@@ -140,3 +147,30 @@ def nearest_cells(points: np.ndarray, cell: float, cap: int) -> np.ndarray:
     logger.info("kept the %d points within %.3g of the centre: %d cells of %.3g, over the cap "
                 "of %d", int(keep.sum()), radius, len(occupied), cell, cap)  # fmt: skip
     return points[keep]
+
+
+def budget_scale(src: np.ndarray, ref: np.ndarray, cell: float, cap: int) -> float:
+    """The factor (at most 1) by which a pair ``src (N, 3)``, ``ref (M, 3)`` is scaled so that
+    neither cloud occupies more than about ``cap`` cells of edge ``cell``: 1.0 where neither
+    does. A surface's cells fall with the square of the factor, so each try is
+    ``sqrt(cap / cells)`` of the last (a little under, as the grid's phase moves the count by
+    a few per cent); at most four tries, the last one kept.
+
+    The registration pipeline gives the ``indoor`` network a whole scanned room this way
+    (:attr:`~pcreg.registration.result.Setting.superpoint_budget`): the room read smaller,
+    not cut, so that two stations' scans keep their overlap wherever it lies."""
+    from pcreg.registration.checks import voxel_count
+
+    if cap < 1:
+        raise ValueError(f"cap must be at least 1 cell, got {cap}")
+    scale = 1.0
+    for _ in range(4):
+        cells = max(voxel_count(src, cell / scale), voxel_count(ref, cell / scale))
+        if cells <= cap:
+            break
+        scale *= 0.97 * np.sqrt(cap / cells)
+    if scale < 1.0:
+        logger.info("the network is given the pair at x%.3g: %d superpoint cells of %.3g at "
+                    "x1, over the budget of %d", scale, max(voxel_count(src, cell),
+                    voxel_count(ref, cell)), cell, cap)  # fmt: skip
+    return scale

@@ -120,8 +120,8 @@ def finish_estimate(
         result.icp = True
     t0 = time.perf_counter()
     agrees = None
-    if net is not None:
-        agrees = agreement(*net, result.transform, plan.setting.inlier_radius)
+    if net is not None:  # within the inlier radius as the network saw the pair (its scale)
+        agrees = agreement(*net, result.transform, plan.setting.inlier_radius / plan.network_scale)
     # at the setting's voxel, where its thresholds were measured (not a --voxel-size)
     check = verify(*(down or (src, ref)), result.transform, plan.setting.voxel_size, agrees,
                    voxelised=down is not None)  # fmt: skip

@@ -45,7 +45,13 @@ from pcreg.registration.checks import (
     cloud_extent,
     voxel_count,
 )
-from pcreg.registration.cleaning import drop_duplicates, drop_far, drop_isolated, nearest_cells
+from pcreg.registration.cleaning import (
+    budget_scale,
+    drop_duplicates,
+    drop_far,
+    drop_isolated,
+    nearest_cells,
+)
 from pcreg.registration.finish import ICP_ITERATIONS
 from pcreg.registration.frames import working_origin
 from pcreg.registration.networks import NetworkCache, libraries
@@ -73,7 +79,7 @@ from pcreg.registration.verdict import (
 if TYPE_CHECKING:  # torch and the network load only when a pipeline is built
     from pcreg.registration.loading import LoadedNetwork
     from pcreg.registration.prediction import Prediction
-    from pcreg.registration.search import OrientationSearch
+    from pcreg.registration.search import OrientationSearch, SearchResult
 
 __all__ = [
     "MAX_SCALE_RATIO",
@@ -115,13 +121,15 @@ class _Plan:
     """How one pair will be registered: its setting, the network (None: classical), the
     voxel of FPFH + RANSAC / ICP, and the cell within which a point with no neighbour is
     dropped as a stray (:func:`~pcreg.registration.cleaning.drop_isolated`: the network's
-    superpoint voxel, or 8 classical voxels)."""
+    superpoint voxel, or 8 classical voxels), and the factor by which the network is given
+    the pair (:attr:`~pcreg.registration.result.Setting.superpoint_budget`)."""
 
     setting: Setting
     model: str
     loaded: LoadedNetwork | None
     voxel: float
     stray_cell: float
+    network_scale: float = 1.0
 
     def clean(
         self, src: np.ndarray, ref: np.ndarray, origins: np.ndarray
@@ -138,11 +146,29 @@ class _Plan:
         superpoint cells nearest its centre (:func:`~pcreg.registration.cleaning.
         nearest_cells`), where the setting has a cap. Everything else (FPFH + RANSAC, ICP,
         the verification the verdict was fitted on) works on the whole clouds; the network's
-        correspondences are points of the cut clouds, in the same frame."""
+        correspondences are points of the cut clouds, in the same frame. Scaled by
+        :attr:`network_scale` where the setting has a superpoint budget: what the network
+        answers for them is scaled back by :meth:`search` and :meth:`network_pass`."""
         cap = self.setting.superpoint_cap
+        if self.network_scale != 1.0:
+            src, ref = src * self.network_scale, ref * self.network_scale
         if self.loaded is None or cap is None:
             return src, ref
         return nearest_cells(src, self.stray_cell, cap), nearest_cells(ref, self.stray_cell, cap)
+
+    def search(
+        self, search: OrientationSearch, src: np.ndarray, ref: np.ndarray, as_given: bool = True
+    ) -> SearchResult | None:
+        """``search`` (an orientation search over this plan's network) on what the network is
+        given of a cleaned pair (:meth:`for_network`), its answer in the pair's units."""
+        found = search(*self.for_network(src, ref), as_given=as_given)
+        return None if found is None else found.scaled(1.0 / self.network_scale)
+
+    def network_pass(self, src: np.ndarray, ref: np.ndarray) -> Prediction:
+        """One pass of this plan's network on ``src``, ``ref`` as :meth:`for_network` gave
+        them (scaled by :attr:`network_scale`), its answer in the pair's units."""
+        assert self.loaded is not None
+        return self.loaded.network(src, ref).scaled(1.0 / self.network_scale)
 
 
 class Registration:
@@ -268,23 +294,26 @@ class Registration:
             return _Plan(setting, model, None, voxel, 8 * voxel)
         footprint = SHIPPED_FOOTPRINTS.get(model)
         if footprint is not None:  # before the load: a refusal costs no model
-            self._check_resources(src, ref, names, footprint)
+            scale = _budget(src, ref, SETTINGS.get(model), footprint)
+            self._check_resources(src, ref, names, footprint, scale)
         loaded = self.networks(model, self.device)
         config = loaded.network.config
         name = loaded.setting or (
             "outdoor" if config.voxel_size >= _OUTDOOR_NETWORK_VOXEL else "indoor"
         )
         actual = footprint_of(config, name)
-        if footprint is None or (actual.voxel, actual.stages) != (
+        setting = SETTINGS[name]
+        if footprint is None or (actual.voxel, actual.stages, model) != (
             footprint.voxel,
             footprint.stages,
+            name,
         ):
-            self._check_resources(src, ref, names, actual)
-        setting = SETTINGS[name]
+            scale = _budget(src, ref, setting, actual)
+            self._check_resources(src, ref, names, actual, scale)
         voxel = self.voxel_size if self.voxel_size is not None else setting.voxel_size
         if self.icp:
             check_voxel_size(voxel, max(extents))
-        return _Plan(setting, model, loaded, voxel, actual.coarse_voxel)
+        return _Plan(setting, model, loaded, voxel, actual.coarse_voxel, scale)
 
     def _check_resources(
         self,
@@ -292,13 +321,17 @@ class Registration:
         ref: np.ndarray,
         names: tuple[str, str],
         footprint: NetworkFootprint,
+        scale: float = 1.0,
     ) -> None:
         """Refuse a pair the network cannot take: too few points or superpoints, or an
         estimated memory over the cap. Counted on the whole clouds, not on the cut the
         outdoor network is given (:meth:`_Plan.for_network`): a scan whose points are nearly
         all superpoints is most likely in the wrong unit (a room in millimetres read as
         metres), and the refusal says so with the numbers, where the cut would hand the
-        network 400 scattered points."""
+        network 400 scattered points. Counted at ``scale``, the factor by which the network
+        is given the pair where its setting has a superpoint budget (:func:`_budget`)."""
+        if scale != 1.0:
+            src, ref = src * scale, ref * scale
         estimate = estimate_memory(src, ref, footprint)  # its n0: the counts at the voxel
         check_voxel_counts(src, ref, names, footprint.voxel, estimate.n0)
         check_superpoints(estimate, footprint, names)
@@ -352,7 +385,7 @@ class Registration:
         t0 = time.perf_counter()
         margin = 0.0
         if plan.loaded is not None:
-            found = self.search_for(plan.loaded)(*plan.for_network(src, ref))
+            found = plan.search(self.search_for(plan.loaded), src, ref)
             result = self._learned(plan, found.prediction, found.hypothesis)
             margin = hypothesis_margin(found, src, ref)
         else:
@@ -418,6 +451,7 @@ class Registration:
             elapsed = time.perf_counter() - start
             out = []
             for plan, pred, (src, ref), origin in zip(plans, preds, pairs, origins, strict=True):
+                pred = pred.scaled(1.0 / plan.network_scale)
                 result = self._learned(plan, pred, "identity")
                 result.timings["register"] = elapsed
                 result = self._finish(result, plan, src, ref, start, origin)
@@ -492,6 +526,16 @@ class Registration:
         return finish_estimate(result, plan, src, ref, start, origins, icp=self.icp, scale=scale,
                                support=support, probe=probe, icp_iterations=icp_iterations,
                                refined=refined, refined_seconds=refined_seconds)  # fmt: skip
+
+
+def _budget(
+    src: np.ndarray, ref: np.ndarray, setting: Setting | None, footprint: NetworkFootprint
+) -> float:
+    """The factor by which the network is given a pair under ``setting``'s superpoint budget
+    at ``footprint``'s superpoint voxel (:func:`~pcreg.registration.cleaning.budget_scale`;
+    1.0 without a budget)."""
+    budget = None if setting is None else setting.superpoint_budget
+    return 1.0 if budget is None else budget_scale(src, ref, footprint.coarse_voxel, budget)
 
 
 def _shifted(points: np.ndarray, origin: np.ndarray) -> np.ndarray:

@@ -55,3 +55,15 @@ class Prediction:
             self.corr_scores,
             self.time_s,
         )
+
+    def scaled(self, factor: float) -> Prediction:
+        """This prediction for the pair scaled by ``1 / factor`` about the origin: the
+        translation and the points times ``factor``, the rotation and confidences as they
+        are (a network given a pair scaled down by ``s`` answers in its units: ``scaled(1 /
+        s)`` is the answer in the pair's)."""
+        if factor == 1.0:
+            return self
+        t = self.transform.copy()
+        t[:3, 3] *= factor
+        return Prediction(t, self.src_corr_points * factor, self.ref_corr_points * factor,
+                          self.corr_scores, self.time_s)  # fmt: skip

@@ -36,6 +36,12 @@ class Setting:
         RANSAC); 500 registered one pair 0.87 m off (2-core AMD EPYC). Indoor: none measured
         (a 3DMatch fragment has 100-400 at 0.4 m; a whole scanned room more, and cutting each
         of two stations' scans to its own centre could cut away their overlap).
+    superpoint_budget: about how many superpoint cells of each cloud the network is given,
+        the pair scaled down until neither has more (:func:`~pcreg.registration.cleaning.
+        budget_scale`; the network's answer scaled back); None: as it is. Unlike the cap
+        above it keeps the whole scene: two stations of a room scanner overlap anywhere.
+        The rest of the pipeline (FPFH + RANSAC, ICP, the verification) works on the pair
+        as read. BENCHMARKS.md, "Whole scanned rooms", has the measurements.
     classical_queries: ``auto``'s FPFH + RANSAC matches at most this many downsampled
         source points (a seeded subset, each with its whole-cloud feature: its time goes
         into matching them, :func:`~pcreg.baselines.fpfh_ransac.fpfh_ransac`); None: all.
@@ -53,6 +59,7 @@ class Setting:
     voxel_size: float
     inlier_radius: float
     superpoint_cap: int | None = None
+    superpoint_budget: int | None = None
     classical_queries: int | None = None
 
 
@@ -60,7 +67,7 @@ class Setting:
 OUTDOOR_EXTENT_M = 20.0
 #: the settings by name
 SETTINGS = {
-    "indoor": Setting("indoor", voxel_size=0.05, inlier_radius=0.1),
+    "indoor": Setting("indoor", voxel_size=0.05, inlier_radius=0.1, superpoint_budget=500),
     "outdoor": Setting(
         "outdoor", voxel_size=0.3, inlier_radius=0.6, superpoint_cap=400, classical_queries=6000
     ),

@@ -205,6 +205,28 @@ class SearchResult:
     #: returns None where the ranking leaves the mirror image nothing to run
     mirror: Callable[[int], Prediction | None] | None = None
 
+    def scaled(self, factor: float) -> SearchResult:
+        """This result for the pair scaled by ``1 / factor`` (:meth:`Prediction.scaled`): the
+        network's answer for a pair it was given scaled down, in the pair's units. Supports
+        stay as they are (counted in the network's units, where the search compared them)."""
+        if factor == 1.0:
+            return self
+        alternatives = []
+        for transform, support in self.alternatives:
+            t = transform.copy()
+            t[:3, 3] *= factor
+            alternatives.append((t, support))
+        mirror = self.mirror
+        if mirror is not None:
+            inner = mirror
+
+            def mirror(k: int) -> Prediction | None:
+                found = inner(k)
+                return None if found is None else found.scaled(factor)
+
+        return SearchResult(self.prediction.scaled(factor), self.support, self.hypothesis,
+                            self.tried, alternatives, mirror)  # fmt: skip
+
 
 class OrientationSearch:
     """The network run under each proposed hypothesis; the best-supported estimate wins.

@@ -82,9 +82,7 @@ def attempt(
     if step.startswith("learned"):  # the network under its orientation search
         t0 = time.perf_counter()
         # on objects only where a hypothesis source applies (a small Manhattan room)
-        found = pipe.search_for(plan.loaded)(
-            *plan.for_network(src, ref), as_given=step == "learned"
-        )
+        found = plan.search(pipe.search_for(plan.loaded), src, ref, as_given=step == "learned")
         if found is None:
             return []
         margin = hypothesis_margin(found, src, ref)
@@ -203,9 +201,9 @@ def from_pose(plan: _Plan, cut: tuple[np.ndarray, np.ndarray], pose: np.ndarray)
     ``pose`` (4, 4): its transform composed with the pose, its source points moved back."""
     from pcreg.registration.prediction import Prediction
 
-    src, ref = cut  # cut about the source's own centre, then moved
-    moved = src @ pose[:3, :3].T + pose[:3, 3]
-    pred = plan.loaded.network(moved, ref)
+    src, ref = cut  # cut about the source's own centre (and scaled, as given), then moved
+    moved = src @ pose[:3, :3].T + pose[:3, 3] * plan.network_scale
+    pred = plan.network_pass(moved, ref)  # in the pair's units
     back = (pred.src_corr_points - pose[:3, 3]) @ pose[:3, :3]
     return Prediction(pred.transform @ pose, back, pred.ref_corr_points, pred.corr_scores,
                       pred.time_s)  # fmt: skip

@@ -97,3 +97,32 @@ def test_the_outdoor_network_sees_about_its_superpoint_cap(rng):
     assert indoor.for_network(street, street)[0] is street
     with pytest.raises(ValueError, match="at least 1"):
         nearest_cells(street, 4.8, 0)
+
+
+def test_budget_scale_brings_a_room_to_about_its_budget(rng):
+    """A room's surfaces (a 12 x 10 x 3 m box, 2,300 cells of 0.4 m) scaled to a budget of 500
+    cells occupy 500 or a few fewer (a surface's cells fall with the square of the factor);
+    a pair already within it is left at 1; the larger cloud sets the factor."""
+    import pytest
+
+    from pcreg.registration.checks import voxel_count
+    from pcreg.registration.cleaning import budget_scale
+
+    size = np.array([12.0, 10.0, 3.0])
+    faces = []
+    for axis in range(3):
+        for side in (0.0, 1.0):
+            pts = rng.uniform(0, 1, (40_000, 3)) * size
+            pts[:, axis] = side * size[axis]
+            faces.append(pts)
+    room = np.concatenate(faces)
+    cells = voxel_count(room, 0.4)
+    assert cells > 2000
+    small = room[room[:, 0] < 3.0]  # a quarter of it
+    scale = budget_scale(small, room, 0.4, 500)
+    assert 0.3 < scale < 0.7
+    assert 400 <= voxel_count(room * scale, 0.4) <= 500
+    assert budget_scale(room, small, 0.4, 500) == scale
+    assert budget_scale(room, room, 0.4, cells) == 1.0
+    with pytest.raises(ValueError, match="at least 1"):
+        budget_scale(room, room, 0.4, 0)

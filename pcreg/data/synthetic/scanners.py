@@ -7,6 +7,9 @@
 * :class:`SpinningLidar`: a 64-beam spinning LiDAR like KITTI's Velodyne HDL-64E (vertical
   field +2 deg to -24.8 deg, sensor frame x forward, y left, z up), with range noise, a range
   limit and random dropout.
+* :class:`PanoramicScanner`: a terrestrial laser scanner's station: every direction from -75
+  to +85 deg of elevation (a tripod hides the floor beneath it), 2 mm range noise; a whole
+  room in one scan.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import open3d as o3d
 
-__all__ = ["DepthCamera", "SpinningLidar", "raycaster"]
+__all__ = ["DepthCamera", "PanoramicScanner", "SpinningLidar", "raycaster"]
 
 
 def raycaster(mesh: o3d.geometry.TriangleMesh) -> o3d.t.geometry.RaycastingScene:
@@ -103,3 +106,29 @@ class SpinningLidar:
         keep &= rng.random(t_hit.shape) > self.dropout
         r = t_hit[keep] + rng.normal(0, self.range_noise, keep.sum())
         return d_sensor[keep] * r[:, None]
+
+
+@dataclass(frozen=True)
+class PanoramicScanner:
+    """A terrestrial scanner's station: ``columns`` x ``rows`` rays over the full azimuth and
+    -75 to +85 deg of elevation, 0.5-25 m, 2 mm range noise."""
+
+    columns: int = 720
+    rows: int = 300
+    min_elevation_deg: float = -75.0
+    max_elevation_deg: float = 85.0
+    min_range: float = 0.5
+    max_range: float = 25.0
+    range_noise: float = 0.002
+
+    def scan(self, scene, position: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """Points ``(N, 3)`` float64 in the *world* frame, seen from ``position (3,)``."""
+        az = (np.arange(self.columns) + rng.uniform(0, 1)) / self.columns * 2 * np.pi
+        el = np.deg2rad(np.linspace(self.min_elevation_deg, self.max_elevation_deg, self.rows))
+        a, e = np.meshgrid(az, el)
+        dirs = np.stack([np.cos(e) * np.cos(a), np.cos(e) * np.sin(a), np.sin(e)], -1)
+        dirs = dirs.reshape(-1, 3)
+        t_hit, _ = _cast(scene, np.broadcast_to(position, dirs.shape), dirs)
+        keep = np.isfinite(t_hit) & (t_hit > self.min_range) & (t_hit < self.max_range)
+        r = t_hit[keep] + rng.normal(0, self.range_noise, keep.sum())
+        return position + dirs[keep] * r[:, None]
