@@ -119,6 +119,30 @@ def test_the_fits_replay_refuses_a_fit_on_bare_planes():
     assert tool.replay(rec, [0.99], threshold=0.5, rival=0.05, floor=0.5)[0]
 
 
+def test_the_fits_replay_refuses_a_room_fit_on_its_shell():
+    """The replay decides like the verdict's rule on a room's clutter
+    (:data:`MIN_CLUTTER_RATIO` from :data:`MIN_CLUTTER_SHARE` of the source off its shell;
+    rooms and objects, not streets; a table built before the measurement is replayed as
+    before)."""
+    from pcreg.registration.verdict import MIN_CLUTTER_RATIO, MIN_CLUTTER_SHARE
+
+    tool = _tool("verdict_set")
+    base = {"contrast": 0.9, "log_inliers": 3.0}
+    cases = [(None, None, True), (0.2, MIN_CLUTTER_RATIO, True), (0.2, 0.1, False),
+             (MIN_CLUTTER_SHARE / 2, 0.1, True)]  # fmt: skip
+    for share, ratio, registered in cases:
+        feats = dict(base)
+        if share is not None:
+            feats.update(clutter_share=share, clutter_ratio=ratio)
+        rec = {"candidates": [{"step": 0, "right": True, "differs": [], "features": feats}]}
+        out = tool.replay(rec, [0.99], threshold=0.5, rival=0.05, floor=0.5)
+        assert out == (registered, registered, True), (share, ratio)
+    rec["candidates"][0]["features"].update(clutter_share=0.2, object_reading=1.0)
+    assert not tool.replay(rec, [0.99], threshold=0.5, rival=0.05, floor=0.5)[0]  # an object
+    rec["candidates"][0]["features"].update(object_reading=0.0, outdoor=1.0)
+    assert tool.replay(rec, [0.99], threshold=0.5, rival=0.05, floor=0.5)[0]  # not a street
+
+
 def test_the_fits_replay_refuses_a_street_fit_that_leaves_a_direction_free():
     """The replay decides like the verdict's floor on a street's ``constraint``
     (:data:`MIN_STREET_CONSTRAINT`, streets only; a candidate without it is not ruled)."""

@@ -33,6 +33,8 @@ sys.path.insert(0, str(REPO))
 from pcreg.bench.verdict_set import CONGRUENT, cases, label_candidates, split_of  # noqa: E402
 from pcreg.registration.verdict import (  # noqa: E402
     FEATURES,
+    MIN_CLUTTER_RATIO,
+    MIN_CLUTTER_SHARE,
     MIN_CONTRAST,
     MIN_DETAIL,
     MIN_STREET_CONSTRAINT,
@@ -234,6 +236,11 @@ def replay(
         # a room's fit on a floor and walls only (a table built before the measurement has
         # none)
         ok = ok and (fam != "rooms" or cands[best]["features"].get("detail", 1.0) >= MIN_DETAIL)
+        # a fit that rests on a room's shell (not a street's; a table built before the
+        # measurement has none)
+        f = cands[best]["features"]
+        ok = ok and (fam == "streets" or f.get("clutter_share", 0.0) < MIN_CLUTTER_SHARE
+                     or f.get("clutter_ratio", 1.0) >= MIN_CLUTTER_RATIO)  # fmt: skip
         # a street's fit that leaves a direction free (a road alone)
         ok = ok and (fam != "streets" or cands[best]["features"].get("constraint", 1.0)
                      >= MIN_STREET_CONSTRAINT)  # fmt: skip
@@ -489,7 +496,8 @@ def _report(table, n) -> str:
 
 def _write_table(out: Path, recs: list[dict]) -> None:
     cols = ["family", "cls", "scene", "split", "name", "step", "path", "units", "scale",
-            *FEATURES, "shift_margin", "detail", "right", "rre_deg", "rte", "rmse"]  # fmt: skip
+            *FEATURES, "shift_margin", "detail", "clutter_share", "clutter_ratio", "right",
+            "rre_deg", "rte", "rmse"]  # fmt: skip
     tmp = out / "verdict_set.csv.gz.tmp"
     with gzip.open(tmp, "wt") as fh:
         fh.write(",".join(cols) + "\n")

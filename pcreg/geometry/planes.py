@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["PLANE_HYPOTHESES", "off_plane_share"]
+__all__ = ["PLANE_HYPOTHESES", "off_plane_share", "off_planes"]
 
 #: plane hypotheses tried (an even stride of the points, each with its normal)
 PLANE_HYPOTHESES = 128
@@ -31,25 +31,39 @@ def off_plane_share(
     hypotheses: int = PLANE_HYPOTHESES,
 ) -> float:
     """Share (0-1) of ``points (K, 3)`` farther than ``tolerance`` (their units) from the
-    ``planes`` largest planes through them, taken greedily: the plane through one of
-    ``hypotheses`` evenly strided points, normal to its row of ``normals (K, 3)`` (unit
-    length), that holds the most points not yet taken, refitted to those points (least
-    squares, twice), then its points taken out. 1.0 for fewer than 10 points or no usable
-    normal among the hypotheses (nothing to judge on). Deterministic. Measured on 5 cm
+    ``planes`` largest planes through them (:func:`off_planes`). 1.0 for fewer than 10
+    points or no usable normal among the hypotheses (nothing to judge on). Measured on 5 cm
     voxels, ``tolerance`` one voxel, three planes: 0.23-0.29 for the overlap of the real
     3DMatch and TUM pairs of ``../shared/data`` at their truth, 0.000-0.005 for 16 of 19
     wrong registrations of generated room fragments (another room's corner, a mirror, a
     part of the same scan that does not overlap), 1.3 ms a fit (median, one thread)."""
+    off = off_planes(points, normals, tolerance, planes, hypotheses)
+    return 1.0 if off is None else float(off.mean())
+
+
+def off_planes(
+    points: np.ndarray,
+    normals: np.ndarray,
+    tolerance: float,
+    planes: int = 3,
+    hypotheses: int = PLANE_HYPOTHESES,
+) -> np.ndarray | None:
+    """``(K,) bool``: which of ``points (K, 3)`` lie farther than ``tolerance`` (their units)
+    from the ``planes`` largest planes through them, taken greedily: the plane through one of
+    ``hypotheses`` evenly strided points, normal to its row of ``normals (K, 3)`` (unit
+    length), that holds the most points not yet taken, refitted to those points (least
+    squares, twice), then its points taken out. None for fewer than 10 points or no usable
+    normal among the hypotheses. Deterministic."""
     points = np.asarray(points, np.float64)
     normals = np.asarray(normals, np.float64)
     count = len(points)
     if count < 10:
-        return 1.0
+        return None
     pick = np.linspace(0, count - 1, min(hypotheses, count)).astype(np.intp)
     # a zero (or NaN) normal is no plane: its offset 0 would claim every point
     pick = pick[np.linalg.norm(normals[pick], axis=1) > 0.5]
     if not len(pick):
-        return 1.0
+        return None
     hyp_normals = normals[pick]
     offsets = (hyp_normals * points[pick]).sum(axis=1)
     near = np.abs(points @ hyp_normals.T - offsets) < tolerance  # (K, H)
@@ -69,4 +83,4 @@ def off_plane_share(
             normal = np.linalg.eigh(spread.T @ spread)[1][:, 0]
             on = rest & (np.abs((points - centre) @ normal) < tolerance)
         rest &= ~on
-    return float(rest.mean())
+    return rest

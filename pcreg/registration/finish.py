@@ -13,7 +13,13 @@ import numpy as np
 from pcreg.registration.frames import to_user_frame
 from pcreg.registration.memo import remembered
 from pcreg.registration.result import RegistrationResult
-from pcreg.registration.symmetry import fit_constraint, fit_detail, shift_probe, symmetry_probe
+from pcreg.registration.symmetry import (
+    fit_clutter,
+    fit_constraint,
+    fit_detail,
+    shift_probe,
+    symmetry_probe,
+)
 from pcreg.registration.verdict import scene_size
 from pcreg.registration.verify import agreement, verify
 
@@ -146,6 +152,9 @@ def finish_estimate(
             detail=None
             if plan.setting.name == "outdoor"
             else fit_detail(src_down, ref_down, result.transform, plan.setting.voxel_size),
+            clutter=None
+            if plan.setting.name == "outdoor"
+            else fit_clutter(src_down, ref_down, result.transform, plan.setting.voxel_size),
         )
     result.timings["verify"] = time.perf_counter() - t0
     result.verification = check

@@ -249,6 +249,45 @@ def fit_detail(src_down, ref_down, transform: np.ndarray, voxel: float) -> float
     return None if fitted is None else off_plane_share(*fitted, voxel)
 
 
+def fit_clutter(
+    src_down, ref_down, transform: np.ndarray, voxel: float
+) -> tuple[float, float] | None:
+    """Whether the fit rests on the room's shell: ``(share, ratio)``. ``share``: the share of
+    the source (an even stride of at most :data:`DETAIL_POINTS`) farther than ``voxel``
+    from the :data:`SHELL_PLANES` largest planes through it (its own normals): furniture
+    and other clutter, off the floor, the ceiling and four walls. ``ratio``: the share of
+    those points within 1.5 ``voxel`` of the reference at ``transform`` over the share of
+    all (the fitness). Near 1: the clutter fits as the room does; near 0: the fit rests on
+    the shell, which another box-shaped room, or this one turned 180 deg, fits as well.
+    None with fewer than 10 source points, no source normals, no clutter or no fit.
+
+    Measured at 5 cm on two terrestrial-scanner stations in generated rooms
+    (:func:`pcreg.data.synthetic.stations.station_pair`, seeds 4,100-4,129 at x1 and x1.5, the
+    default search's registered answers): right ones 0.40-0.99, wrong ones (another room; this
+    one turned 90-180 deg) 0.02-0.48. The 3DMatch demo pair at its truth: 1.0 (share 0.10)."""
+    from pcreg.geometry.clouds import KdTree
+    from pcreg.geometry.planes import off_planes
+
+    points = np.asarray(src_down.points)
+    if len(points) < 10 or not src_down.has_normals():
+        return None
+    stride = max(1, -(-len(points) // DETAIL_POINTS))
+    points, normals = points[::stride], np.asarray(src_down.normals)[::stride]
+    clutter = off_planes(points, normals, voxel, SHELL_PLANES)
+    if clutter is None or not clutter.any():
+        return None
+    moved = points @ transform[:3, :3].T + transform[:3, 3]
+    dist, _ = KdTree(np.asarray(ref_down.points)).query(moved, distance_upper_bound=1.5 * voxel)
+    fits = np.isfinite(dist)
+    if not fits.any():
+        return None
+    return float(clutter.mean()), float(fits[clutter].mean() / fits.mean())
+
+
+#: the planes of a room's shell (:func:`fit_clutter`): a floor, a ceiling and four walls
+SHELL_PLANES = 6
+
+
 def _fitted(
     src_down, ref_down, transform: np.ndarray, voxel: float, most: int
 ) -> tuple[np.ndarray, np.ndarray] | None:

@@ -103,6 +103,9 @@ class Verification:
     #: share of the fitted source points off the three largest planes through them
     #: (:func:`~pcreg.registration.symmetry.fit_detail`; None when not measured)
     detail: float | None = None
+    #: the share of the source off its room's shell and how that part fits over how all of
+    #: it does (:func:`~pcreg.registration.symmetry.fit_clutter`; None when not measured)
+    clutter: tuple[float, float] | None = None
 
     @property
     def fitness(self) -> float:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pcreg.geometry.planes import off_plane_share
+from pcreg.geometry.planes import off_plane_share, off_planes
 
 
 def _plane(rng, n, normal, offset, noise=0.0):
@@ -57,3 +57,20 @@ def test_a_zero_normal_is_no_plane(rng):
     nrm[::97] = 0.0
     assert off_plane_share(pts, nrm, 0.05, planes=1) == pytest.approx(100 / 2100, abs=0.005)
     assert off_plane_share(pts, np.zeros_like(nrm), 0.05) == 1.0
+
+
+def test_off_planes_marks_the_points_off_the_largest_planes(rng):
+    """The mask behind the share: a ball beside two planes is exactly the points off them;
+    under 10 points or without a usable normal there is no mask."""
+    n = 3000
+    floor = np.c_[rng.uniform(0, 2, n), rng.uniform(0, 2, n), np.zeros(n)]
+    wall = np.c_[np.zeros(n), rng.uniform(0, 2, n), rng.uniform(0, 2, n)]
+    ball = rng.normal(size=(300, 3))
+    ball = ball / np.linalg.norm(ball, axis=1, keepdims=True) * 0.3 + [1.0, 1.0, 1.0]
+    pts = np.vstack([floor, wall, ball])
+    nrm = np.vstack([np.tile([0.0, 0, 1], (n, 1)), np.tile([1.0, 0, 0], (n, 1)), ball - 1.0])
+    off = off_planes(pts, nrm / np.linalg.norm(nrm, axis=1, keepdims=True), 0.02, planes=2)
+    assert off is not None and off.dtype == bool
+    np.testing.assert_array_equal(off, np.r_[np.zeros(2 * n, bool), np.ones(300, bool)])
+    assert off_planes(pts[:9], nrm[:9], 0.02) is None
+    assert off_planes(pts, np.zeros_like(nrm), 0.02) is None

@@ -102,7 +102,8 @@ def test_the_outdoor_network_sees_about_its_superpoint_cap(rng):
 def test_budget_scale_brings_a_room_to_about_its_budget(rng):
     """A room's surfaces (a 12 x 10 x 3 m box, 2,300 cells of 0.4 m) scaled to a budget of 500
     cells occupy 500 or a few fewer (a surface's cells fall with the square of the factor);
-    a pair already within it is left at 1; the larger cloud sets the factor."""
+    a pair already within it is left at 1; the larger cloud sets the factor, but the smaller
+    one keeps about 100 cells (or all it has)."""
     import pytest
 
     from pcreg.registration.checks import voxel_count
@@ -124,5 +125,13 @@ def test_budget_scale_brings_a_room_to_about_its_budget(rng):
     assert 400 <= voxel_count(room * scale, 0.4) <= 500
     assert budget_scale(room, small, 0.4, 500) == scale
     assert budget_scale(room, room, 0.4, cells) == 1.0
+    # a fragment onto the whole room: not shrunk below about 100 cells (or what it has)
+    corner = room[(room[:, 0] < 1.5) & (room[:, 1] < 1.5)]
+    assert voxel_count(corner, 0.4) < 100
+    assert budget_scale(corner, room, 0.4, 500) == 1.0
+    end = room[room[:, 0] < 1.5]  # an end wall: 400 cells, 76 at the room's factor
+    kept = budget_scale(end, room, 0.4, 500)
+    assert kept > scale and 100 <= voxel_count(end * kept, 0.4) < 200
+    assert voxel_count(room * kept, 0.4) > 500  # the room stays over the budget
     with pytest.raises(ValueError, match="at least 1"):
         budget_scale(room, room, 0.4, 0)

@@ -363,6 +363,40 @@ def test_a_room_fit_on_bare_planes_is_ambiguous():
     assert V.judge([cand], MODEL, CENTRE, DIAGONAL).registered
 
 
+def test_a_room_fit_on_its_shell_is_ambiguous():
+    """A room's best candidate whose source has :data:`MIN_CLUTTER_SHARE` or more off its
+    shell, and whose clutter fits less than :data:`MIN_CLUTTER_RATIO` as often as all of it,
+    is refused as ambiguous, under an object reading too (a room read as a 4 m object); at
+    the ratio's floor, under the share, without the measurement, or for a street reading, it
+    is not ruled."""
+    cand = _cand(np.eye(4), 0.99)
+    cand.features.update(clutter_share=0.2, clutter_ratio=0.12)
+    out = V.judge([cand], MODEL, CENTRE, DIAGONAL)
+    assert not out.registered
+    assert out.reason.startswith("ambiguous: the fit rests on the room's shell")
+    assert "other points (20% of it) fit 12% as often as all of it does, at least 35%" in (
+        out.reason
+    )
+    cand.score, cand.features["clutter_ratio"] = 0.0, V.MIN_CLUTTER_RATIO
+    assert V.judge([cand], MODEL, CENTRE, DIAGONAL).registered
+    cand.score, cand.features["clutter_ratio"] = 0.0, V.MIN_CLUTTER_RATIO - 1e-3
+    assert not V.judge([cand], MODEL, CENTRE, DIAGONAL).registered
+    cand.score, cand.features["clutter_share"] = 0.0, V.MIN_CLUTTER_SHARE - 1e-3
+    assert V.judge([cand], MODEL, CENTRE, DIAGONAL).registered  # little off the shell
+    cand.features["clutter_share"] = V.MIN_CLUTTER_SHARE
+    cand.score, cand.features["object_reading"] = 0.0, 1.0
+    assert not V.judge([cand], MODEL, CENTRE, DIAGONAL).registered
+    del cand.features["object_reading"]
+    cand.score, cand.features["outdoor"] = 0.0, 1.0
+    assert V.judge([cand], MODEL, CENTRE, DIAGONAL).registered
+    del cand.features["outdoor"]
+    cand.score = 0.0
+    assert not V.judge([cand], MODEL, CENTRE, DIAGONAL).registered
+    cand.score = 0.0
+    del cand.features["clutter_share"], cand.features["clutter_ratio"]
+    assert V.judge([cand], MODEL, CENTRE, DIAGONAL).registered
+
+
 def test_a_street_fit_that_leaves_a_direction_free_is_ambiguous():
     """A street's best candidate holding the source under :data:`MIN_STREET_CONSTRAINT` in its
     weakest direction (a road strip: the ground alone) is refused as ambiguous; at the floor
