@@ -24,6 +24,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from pcreg.bench.real_classes import load_records  # noqa: E402
 from pcreg.bench.verdict_set import CONGRUENT  # noqa: E402
 
 #: the start of the rule's refusal reason (:func:`pcreg.registration.verdict._decide`)
@@ -53,24 +54,6 @@ def summarise(records: list[dict]) -> list[dict[str, object]]:
         before = row["registered"] + row["rule_right"] + row["rule_wrong"]
         out.append({"cls": cls, **row, "registered_before": before,
                     "wrong_before": row["wrong"] + row["rule_wrong"]})  # fmt: skip
-    return out
-
-
-def load_records(path: Path) -> list[dict]:
-    """The records of ``path`` (none where it does not exist); a line cut short by a stopped
-    run is left out (its case runs again), and the file is ended with a newline so that the
-    next record starts on a line of its own."""
-    if not path.is_file():
-        return []
-    out = []
-    for line in path.read_text().splitlines():
-        try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    if path.stat().st_size and not path.read_bytes().endswith(b"\n"):
-        with path.open("a") as fh:
-            fh.write("\n")
     return out
 
 
