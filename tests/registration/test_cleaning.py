@@ -105,18 +105,12 @@ def test_budget_scale_brings_a_room_to_about_its_budget(rng):
     a pair already within it is left at 1; the larger cloud sets the factor, but the smaller
     one keeps about 100 cells (or all it has)."""
     import pytest
+    from box_rooms import box_shell
 
     from pcreg.registration.checks import voxel_count
     from pcreg.registration.cleaning import budget_scale
 
-    size = np.array([12.0, 10.0, 3.0])
-    faces = []
-    for axis in range(3):
-        for side in (0.0, 1.0):
-            pts = rng.uniform(0, 1, (40_000, 3)) * size
-            pts[:, axis] = side * size[axis]
-            faces.append(pts)
-    room = np.concatenate(faces)
+    room = box_shell(rng, (12.0, 10.0, 3.0), 40_000)
     cells = voxel_count(room, 0.4)
     assert cells > 2000
     small = room[room[:, 0] < 3.0]  # a quarter of it

@@ -196,20 +196,11 @@ def _box_room(seed: int = 0) -> np.ndarray:
     """A closed 6 x 4 x 3 m room (metres) with four 1 m blocks along one wall (15 % of it at
     5 cm): turned 180 deg about its vertical axis, its shell fits itself and its blocks land
     on empty floor."""
+    from box_rooms import blocks, box_shell
+
     rng = np.random.default_rng(seed)
-    size = np.array([6.0, 4.0, 3.0])
-    parts = []
-    for axis in range(3):
-        for side in (0.0, 1.0):
-            pts = rng.uniform(0, 1, (30_000, 3)) * size
-            pts[:, axis] = side * size[axis]
-            parts.append(pts)
-    for x in (0.3, 1.6, 2.9, 4.2):
-        cube = rng.uniform(0, 1.0, (8000, 3))
-        face = rng.integers(3, size=len(cube))
-        cube[np.arange(len(cube)), face] = np.where(rng.random(len(cube)) < 0.5, 0.0, 1.0)
-        parts.append(cube + np.array([x, 0.4, 0.0]))
-    return np.vstack(parts)
+    return np.vstack([box_shell(rng, (6.0, 4.0, 3.0), 30_000),
+                      blocks(rng, (0.3, 1.6, 2.9, 4.2), 1.0, 8000)])  # fmt: skip
 
 
 def test_an_object_readings_answer_on_a_rooms_shell_is_ambiguous():

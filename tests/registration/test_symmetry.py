@@ -209,24 +209,15 @@ def test_fit_clutter_sees_a_room_turned_on_its_shell(rng):
     as the room does (ratio 1); turned 180 deg about the room's vertical axis the shell still
     fits, the blocks land on empty floor (ratio near 0). Its share is the blocks' part of the
     cloud; a bare shell has no clutter (None: no measurement, no rule)."""
+    from box_rooms import blocks, box_shell
+
     from pcreg.geometry.clouds import downsample_with_normals
 
     size = np.array([6.0, 4.0, 3.0])
-    faces = []
-    for axis in range(3):
-        for side in (0.0, 1.0):
-            pts = rng.uniform(0, 1, (30_000, 3)) * size
-            pts[:, axis] = side * size[axis]
-            faces.append(pts)
-    blocks = []
-    for x in (0.5, 2.5, 4.5):
-        cube = rng.uniform(0, 0.8, (6000, 3))
-        face = rng.integers(3, size=len(cube))
-        cube[np.arange(len(cube)), face] = np.where(rng.random(len(cube)) < 0.5, 0.0, 0.8)
-        blocks.append(cube + np.array([x, 0.4, 0.0]))
+    shell = box_shell(rng, size, 30_000)
+    clutter = blocks(rng, (0.5, 2.5, 4.5), 0.8, 6000)
     voxel = 0.05
-    shell = np.vstack(faces)
-    room = downsample_with_normals(np.vstack([shell, *blocks]), voxel)
+    room = downsample_with_normals(np.vstack([shell, clutter]), voxel)
     share, ratio = S.fit_clutter(room, room, np.eye(4), voxel)
     assert 0.03 < share < 0.12, share
     assert ratio == pytest.approx(1.0, abs=0.01)
