@@ -53,9 +53,28 @@ def test_fresh_rooms_are_the_sets_classes_on_other_seeds():
 
 
 def test_a_line_cut_short_is_left_out_and_the_next_record_starts_a_line(tmp_path):
-    tool = _tool()
+    from pcreg.bench.records import load_records
+
     path = tmp_path / "out.jsonl"
     path.write_text('{"name": "a", "cls": "pair"}\n{"name": "b", "cl')
-    assert [r["name"] for r in tool.load_records(path)] == ["a"]
+    assert [r["name"] for r in load_records(path)] == ["a"]
     assert path.read_text().endswith("\n")
-    assert tool.load_records(tmp_path / "none.jsonl") == []
+    assert load_records(tmp_path / "none.jsonl") == []
+
+
+def test_a_room_run_resumes_its_own_file_and_refuses_another_first(tmp_path, capsys):
+    """The room tools' arguments (``tools/fresh_rooms.py``, ``tools/whole_rooms.py``): the
+    records already in OUT come back; a file of another ``--first`` is refused, exit 2."""
+    import pytest
+
+    from pcreg.bench.records import room_run
+
+    path = tmp_path / "out.jsonl"
+    path.write_text('{"first": 7, "name": "a"}\n')
+    args, done = room_run("Rooms.\n", 7, 3, [str(path), "--table-only"])
+    assert (args.first, args.rooms, args.table_only) == (7, 3, True)
+    assert done == [{"first": 7, "name": "a"}]
+    with pytest.raises(SystemExit) as stop:
+        room_run("Rooms.\n", 7, 3, [str(path), "--first", "8"])
+    assert stop.value.code == 2
+    assert "holds cases of --first [7], not 8" in capsys.readouterr().err

@@ -25,10 +25,10 @@ sys.path.insert(0, str(REPO))
 from pcreg.bench.real_classes import (  # noqa: E402
     format_table,
     judge,
-    load_records,
     real_class_cases,
     summarise,
 )
+from pcreg.bench.records import load_records  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

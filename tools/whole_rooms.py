@@ -12,7 +12,6 @@ pair where ``../shared/data`` has it.
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import sys
@@ -22,22 +21,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from pcreg.bench.real_classes import load_records  # noqa: E402
+from pcreg.bench.records import room_run  # noqa: E402
 from pcreg.bench.whole_rooms import format_table, is_right, room_cases, summarise  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("out", type=Path)
-    parser.add_argument("--first", type=int, default=4130, help="the first room's seed")
-    parser.add_argument("--rooms", type=int, default=12)
-    parser.add_argument("--table-only", action="store_true")
-    args = parser.parse_args(argv)
+    args, done = room_run(__doc__, 4130, 12, argv)
     logging.basicConfig(level=logging.WARNING)
-    done = load_records(args.out)
-    firsts = {r.get("first") for r in done}
-    if firsts - {args.first}:
-        parser.error(f"{args.out} holds cases of --first {sorted(firsts)}, not {args.first}")
     if not args.table_only:
         import numpy as np
         from tqdm import tqdm

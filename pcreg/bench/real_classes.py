@@ -240,21 +240,3 @@ def format_table(rows: list[dict[str, object]], command: str) -> str:
         prec = f"{1 - wrong / reg:.3f}" if reg else "-"
         lines.append(f"| {fam} | {n} | {reg} | {wrong} | {prec} |")
     return "\n".join(lines) + "\n"
-
-
-def load_records(path: Path) -> list[dict]:
-    """The records of a JSON-lines file (none where it does not exist); a line cut short by
-    an interrupted run is skipped (its case runs again), and the file is ended with a newline
-    so that the next record starts on a line of its own."""
-    if not path.is_file():
-        return []
-    out = []
-    for line in path.read_text().splitlines():
-        try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    if path.stat().st_size and not path.read_bytes().endswith(b"\n"):
-        with path.open("a") as fh:
-            fh.write("\n")
-    return out

@@ -170,10 +170,11 @@ def budget_scale(
 
     if cap < 1:
         raise ValueError(f"cap must be at least 1 cell, got {cap}")
-    whole = sorted((voxel_count(src, cell), voxel_count(ref, cell)))
-    if whole[1] <= cap:
+    counts = (voxel_count(src, cell), voxel_count(ref, cell))
+    whole = sorted(counts)
+    if whole[1] <= cap:  # the common case: one count per cloud
         return 1.0
-    small = src if voxel_count(src, cell) == whole[0] else ref
+    small = src if counts[0] <= counts[1] else ref
     least = 1.0
     if whole[0] > floor:  # the factor at which the smaller cloud keeps about ``floor``
         least = float(np.sqrt(floor / whole[0]))
