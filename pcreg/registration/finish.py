@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from pcreg.geometry.visibility import seen_free_space
 from pcreg.registration.frames import to_user_frame
 from pcreg.registration.memo import remembered
 from pcreg.registration.result import RegistrationResult
@@ -155,6 +156,14 @@ def finish_estimate(
             clutter=None
             if plan.setting.name == "outdoor"
             else fit_clutter(src_down, ref_down, result.transform, plan.setting.voxel_size),
+            # the reference seen from its own origin (the user's), in the working frame
+            free_space=seen_free_space(
+                np.asarray(src_down.points),
+                np.asarray(ref_down.points),
+                result.transform,
+                plan.setting.voxel_size,
+                -np.asarray(origins[1], np.float64),
+            ),
         )
     result.timings["verify"] = time.perf_counter() - t0
     result.verification = check

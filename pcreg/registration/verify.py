@@ -106,6 +106,10 @@ class Verification:
     #: the share of the source off its room's shell and how that part fits over how all of
     #: it does (:func:`~pcreg.registration.symmetry.fit_clutter`; None when not measured)
     clutter: tuple[float, float] | None = None
+    #: the share of the moved source in the free space the reference's sensor saw, the
+    #: reference seen from its own origin (:func:`~pcreg.geometry.visibility.seen_free_space`;
+    #: None when not measured)
+    free_space: float | None = None
 
     @property
     def fitness(self) -> float:

@@ -397,6 +397,36 @@ def test_a_room_fit_on_its_shell_is_ambiguous():
     assert V.judge([cand], MODEL, CENTRE, DIAGONAL).registered
 
 
+def test_a_pose_that_puts_the_source_in_seen_free_space_is_refused():
+    """A room's or a street's best candidate with more than :data:`MAX_FREE_SPACE` of the
+    source in the free space the reference's sensor saw is refused, and the reason gives the
+    share; at the limit, without the measurement, or under an object reading (an object
+    scan's origin is seldom its scanner's) it registers."""
+    cand = _cand(np.eye(4), 0.99)
+    cand.features.update(free_space=0.31)
+    out = V.judge([cand], MODEL, CENTRE, DIAGONAL)
+    assert not out.registered
+    assert out.reason.startswith(
+        "the pose contradicts what the reference's scanner saw: 31% of the source lands in "
+        "space it saw through as empty (at most 10%"
+    )
+    cand.score, cand.features["outdoor"] = 0.0, 1.0
+    assert not V.judge([cand], MODEL, CENTRE, DIAGONAL).registered
+    cand.score, cand.features["free_space"] = 0.0, V.MAX_FREE_SPACE
+    assert V.judge([cand], MODEL, CENTRE, DIAGONAL).registered
+    cand.score, cand.features["free_space"] = 0.0, V.MAX_FREE_SPACE + 1e-3
+    assert not V.judge([cand], MODEL, CENTRE, DIAGONAL).registered
+    del cand.features["outdoor"]
+    cand.score, cand.features["object_reading"] = 0.0, 1.0
+    assert V.judge([cand], MODEL, CENTRE, DIAGONAL).registered
+    del cand.features["object_reading"]
+    cand.score = 0.0
+    assert not V.judge([cand], MODEL, CENTRE, DIAGONAL).registered
+    cand.score = 0.0
+    del cand.features["free_space"]
+    assert V.judge([cand], MODEL, CENTRE, DIAGONAL).registered
+
+
 def test_a_street_fit_that_leaves_a_direction_free_is_ambiguous():
     """A street's best candidate holding the source under :data:`MIN_STREET_CONSTRAINT` in its
     weakest direction (a road strip: the ground alone) is refused as ambiguous; at the floor

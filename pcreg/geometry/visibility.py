@@ -1,0 +1,151 @@
+"""Free space: where a scan's sensor saw nothing, no surface of the other scan may lie.
+
+A scan taken from a point (a LiDAR, a depth camera, a terrestrial scanner's station) says more
+than where the surfaces are: along each ray from the sensor to a return, the space in front
+of the return is empty. Two scans registered right never contradict that, whatever their
+overlap; at a wrong pose, the moved scan's surfaces land in space the other's sensor looked
+through. This is the visibility consistency that Huber and Hebert (2003, "Fully automatic
+registration of multiple 3D data sets", Image and Vision Computing 21(7)) use to verify
+pairwise matches, measured here on a spherical range image.
+
+:class:`RangeImage` keeps, per angular cell around an eye (:data:`CELL_DEG` degrees of
+azimuth by as many of elevation), the nearest return, then the nearest over each cell and its
+eight neighbours: a return's surface seen at a grazing angle, or between two cells, does not
+make the space in front of it look empty. :func:`free_space_share` counts the points of the
+other cloud that lie in a seen cell, nearer to the eye than that range by more than a margin
+(:data:`MARGIN_VOXELS` voxels and :data:`MARGIN_SHARE` of the range).
+
+The eye is the cloud's own origin: the sensor frame that LiDAR drivers, depth cameras and
+scanner stations write. Where a cloud was moved away from its sensor, the measure still holds
+at the right pose as long as the eye stays near the scene (measured on the real pairs of
+``../shared/data`` and generated rooms, each reference moved by four random motions of up to
+a third of its extent: at most 0.049 of the source in front, against 0.000-0.023 from the true
+eyes); from an eye far off (a world frame), one cell spans many metres and says nothing, so
+the measure is not taken (:func:`eye_near`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = [
+    "CELL_DEG",
+    "MARGIN_SHARE",
+    "MARGIN_VOXELS",
+    "MIN_JUDGED",
+    "RangeImage",
+    "eye_near",
+    "free_space_share",
+]
+
+#: the range image's cells, degrees of azimuth and of elevation
+CELL_DEG = 1.0
+#: a point must lie this many voxels, plus :data:`MARGIN_SHARE` of the range, in front of the
+#: nearest return of its cell's neighbourhood to count as lying in free space (noise, a
+#: surface's thickness and ICP's last centimetres are within it)
+MARGIN_VOXELS = 3.0
+MARGIN_SHARE = 0.05
+#: fewest points of the other cloud in seen cells to take the share on
+MIN_JUDGED = 30
+
+
+def _spherical(points: np.ndarray, eye: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Azimuth and elevation (radians) and range of ``points (N, 3)`` seen from ``eye (3,)``."""
+    d = np.asarray(points, np.float64) - np.asarray(eye, np.float64)
+    r = np.sqrt((d * d).sum(axis=1))
+    azimuth = np.arctan2(d[:, 1], d[:, 0])
+    elevation = np.arcsin(np.clip(d[:, 2] / np.maximum(r, 1e-300), -1.0, 1.0))
+    return azimuth, elevation, r
+
+
+class RangeImage:
+    """The nearest return per angular cell of ``points (N, 3)`` around ``eye (3,)`` (the
+    points' units), over each cell's 3 x 3 neighbourhood; ``inf`` where none was seen.
+    ``cell_deg``: the cell's size in degrees."""
+
+    def __init__(self, points: np.ndarray, eye: np.ndarray, cell_deg: float = CELL_DEG) -> None:
+        self.eye = np.asarray(eye, np.float64).reshape(3)
+        self.cell = np.radians(cell_deg)
+        self.columns = int(np.ceil(2 * np.pi / self.cell))
+        self.rows = int(np.ceil(np.pi / self.cell)) + 1
+        azimuth, elevation, r = _spherical(points, self.eye)
+        row, col = self._cells(azimuth, elevation)
+        near = np.full((self.rows, self.columns), np.inf)
+        np.minimum.at(near, (row, col), r)
+        # the neighbourhood's minimum: azimuth wraps around, elevation does not
+        padded = np.pad(near, ((1, 1), (0, 0)), constant_values=np.inf)
+        rows = np.minimum(np.minimum(padded[:-2], padded[1:-1]), padded[2:])
+        self.nearest = np.minimum(
+            np.minimum(rows, np.roll(rows, 1, axis=1)), np.roll(rows, -1, axis=1)
+        )
+
+    def _cells(self, azimuth: np.ndarray, elevation: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        col = np.floor((azimuth + np.pi) / self.cell).astype(np.int64) % self.columns
+        row = np.clip(
+            np.floor((elevation + np.pi / 2) / self.cell).astype(np.int64), 0, self.rows - 1
+        )
+        return row, col
+
+    def lookup(self, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """For ``points (K, 3)``: the nearest return of each one's neighbourhood ``(K,)``
+        (``inf``: unseen) and each one's range ``(K,)``."""
+        azimuth, elevation, r = _spherical(points, self.eye)
+        row, col = self._cells(azimuth, elevation)
+        return self.nearest[row, col], r
+
+
+def eye_near(points: np.ndarray, eye: np.ndarray, extent: float) -> bool:
+    """Whether ``eye (3,)`` sees ``points (N, 3)`` from near enough to judge free space: the
+    median range is at most the cloud's ``extent`` (its robust diagonal). A LiDAR scan's
+    median range is about a tenth of its extent, a room scan's a quarter to a half; a cloud
+    in a world frame whose origin lies far off is seen in a few cells, each many metres wide."""
+    if len(points) == 0 or not np.isfinite(extent) or extent <= 0:
+        return False
+    d = np.asarray(points, np.float64) - np.asarray(eye, np.float64)
+    return float(np.median(np.sqrt((d * d).sum(axis=1)))) <= extent
+
+
+def free_space_share(
+    points: np.ndarray,
+    image: RangeImage,
+    voxel: float,
+    min_judged: int = MIN_JUDGED,
+) -> tuple[float | None, int]:
+    """The share (0-1) of ``points (K, 3)`` (already moved into the image's frame) that lie in
+    seen cells of ``image`` nearer to its eye than the nearest return there, by more than
+    :data:`MARGIN_VOXELS` ``voxel`` plus :data:`MARGIN_SHARE` of that range; and how many
+    points were judged (those in seen cells). ``None`` under ``min_judged`` points judged."""
+    nearest, r = image.lookup(points)
+    seen = np.isfinite(nearest)
+    judged = int(seen.sum())
+    if judged < min_judged:
+        return None, judged
+    limit = nearest[seen] * (1.0 - MARGIN_SHARE) - MARGIN_VOXELS * voxel
+    return float(np.mean(r[seen] < limit)), judged
+
+
+def seen_free_space(
+    src: np.ndarray,
+    ref: np.ndarray,
+    transform: np.ndarray,
+    voxel: float,
+    ref_eye: np.ndarray,
+) -> float | None:
+    """:func:`free_space_share` of ``src (N, 3)`` moved by ``transform (4, 4)`` (``T_ref_src``)
+    in the free space that ``ref (M, 3)`` saw from ``ref_eye (3,)`` (each cloud in its own
+    frame, the clouds' units; ``voxel`` their sampling). ``None`` where the eye is not
+    :func:`eye_near` the reference or too few points are judged. About 4 ms for two 5 cm
+    voxelised room fragments of 4,000-5,000 points (the 3DMatch demo pair).
+
+    One way only: the source's own origin is often not its sensor (a benchmark, or a user,
+    moves it), and from a wrong eye the reference's content that the source lacks lands in
+    front of the source's surfaces at the right pose: a chunk of a 3DMatch fragment, moved,
+    against its whole reference measured 0.34 that way at the truth. The reference's origin
+    as its sensor, or near the scene, is safe where the source's content lies within the
+    reference's surfaces (a source point on a reference surface is never in front of it)."""
+    lo, hi = np.percentile(ref, [1, 99], axis=0)  # the robust diagonal
+    if not eye_near(ref, ref_eye, float(np.linalg.norm(hi - lo))):
+        return None
+    t = np.asarray(transform, np.float64)
+    moved = np.asarray(src, np.float64) @ t[:3, :3].T + t[:3, 3]
+    return free_space_share(moved, RangeImage(ref, ref_eye), voxel)[0]

@@ -1,0 +1,113 @@
+"""Free space seen from a scan's own origin (:mod:`pcreg.geometry.visibility`)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pcreg.geometry.visibility import (
+    MARGIN_SHARE,
+    MARGIN_VOXELS,
+    RangeImage,
+    eye_near,
+    free_space_share,
+    seen_free_space,
+)
+
+
+def _room(rng: np.random.Generator, n: int = 20_000) -> np.ndarray:
+    """Points on the six faces of a 6 x 4 x 3 m box around the origin, and a 1 m cube
+    standing 2 m in front of the origin along +x (seen from the origin, it hides part of the
+    far wall)."""
+    lo, hi = np.array([-3.0, -2.0, -1.5]), np.array([3.0, 2.0, 1.5])
+    pts = rng.uniform(lo, hi, size=(n, 3))
+    face = rng.integers(0, 6, size=n)
+    axis, side = face // 2, face % 2
+    pts[np.arange(n), axis] = np.where(side == 0, lo[axis], hi[axis])
+    cube = rng.uniform([1.5, -0.5, -1.5], [2.5, 0.5, -0.5], size=(n // 10, 3))
+    cube[:, 0] = 1.5  # its face towards the origin
+    return np.concatenate([pts, cube])
+
+
+def test_range_image_keeps_the_nearest_return_of_each_neighbourhood():
+    """The cube's face at 1.5 m hides the wall at 3 m: the image's range in that direction
+    is the face's, and a cell next to the face (its neighbourhood holds the face) too."""
+    image = RangeImage(_room(np.random.default_rng(0)), np.zeros(3))
+    nearest, r = image.lookup(np.array([[3.0, 0.0, -1.4], [3.0, 0.0, 1.2]]))
+    assert nearest[0] == pytest.approx(1.5 * np.hypot(1.0, 1.4 / 3), rel=0.03)  # the face
+    assert nearest[1] == pytest.approx(np.hypot(3.0, 1.2), rel=0.03)  # above the cube: the wall
+    assert r == pytest.approx([np.hypot(3.0, 1.4), np.hypot(3.0, 1.2)])
+    empty = RangeImage(np.array([[1.0, 0.0, 0.0]]), np.zeros(3))
+    assert np.isinf(empty.lookup(np.array([[-1.0, 0.0, 0.0]]))[0][0])  # never seen
+
+
+def test_free_space_share_counts_points_in_front_of_the_nearest_return():
+    """Points inside the room (in front of its walls) lie in free space; points on the walls,
+    behind them, or in front by less than the margin do not; unseen directions are not
+    judged, and under ``min_judged`` nothing is."""
+    rng = np.random.default_rng(1)
+    room = _room(rng)
+    image = RangeImage(room, np.zeros(3))
+    voxel = 0.05
+    inside = rng.uniform([-2.0, -1.5, -1.0], [-1.0, 1.5, 1.0], size=(400, 3))  # 1-2 m free
+    share, judged = free_space_share(inside, image, voxel)
+    assert judged == 400 and share == pytest.approx(1.0)
+    on_walls = room[rng.choice(len(room), 400, replace=False)]
+    assert free_space_share(on_walls, image, voxel)[0] == pytest.approx(0.0)
+    behind = on_walls * 1.5
+    assert free_space_share(behind, image, voxel)[0] == pytest.approx(0.0)
+    # just inside the margin of the wall at x = -3 (3 voxels and 5 % of the range)
+    near_wall = np.column_stack([np.full(100, -3.0), rng.uniform(-0.3, 0.3, (100, 2))])
+    margin = MARGIN_VOXELS * voxel + MARGIN_SHARE * 3.0
+    share, _ = free_space_share(near_wall + np.array([0.9 * margin, 0, 0]), image, voxel)
+    assert share == pytest.approx(0.0)
+    share, _ = free_space_share(near_wall + np.array([1.2 * margin + 0.02, 0, 0]), image, voxel)
+    assert share == pytest.approx(1.0)
+    half = np.concatenate([inside[:200], on_walls[:200]])
+    assert free_space_share(half, image, voxel)[0] == pytest.approx(0.5)
+    assert free_space_share(inside[:20], image, voxel) == (None, 20)
+
+
+def test_an_eye_far_from_its_cloud_is_not_judged_from():
+    room = _room(np.random.default_rng(2))
+    extent = float(np.linalg.norm(np.ptp(room, axis=0)))
+    assert eye_near(room, np.zeros(3), extent)
+    assert not eye_near(room, np.array([50.0, 0.0, 0.0]), extent)
+    assert not eye_near(room[:0], np.zeros(3), extent)
+
+
+def test_seen_free_space_separates_the_truth_from_wrong_poses():
+    """Two scans of one room from two eyes 2 m apart: at their true relative pose the source
+    does not lie in the reference's free space, from either eye's view; shifted 0.6 m, or
+    turned 90 deg about the room's centre, the walls of the 6 x 4 m room land inside the
+    reference's view of it; with the reference far from its own origin (a world frame), it
+    is not measured."""
+    rng = np.random.default_rng(3)
+    room = _room(rng, 40_000)
+    eye_a, eye_b = np.array([-1.0, 0.0, 0.0]), np.array([1.0, 0.5, 0.2])
+
+    def scan(eye):  # what an eye sees: the nearest return in each fine direction
+        image = RangeImage(room, eye, cell_deg=0.5)
+        d = room - eye
+        r = np.linalg.norm(d, axis=1)
+        az, el = np.arctan2(d[:, 1], d[:, 0]), np.arcsin(d[:, 2] / r)
+        row, col = image._cells(az, el)
+        raw = np.full((image.rows, image.columns), np.inf)
+        np.minimum.at(raw, (row, col), r)
+        return room[r <= raw[row, col] + 0.02] - eye  # in the eye's own frame
+
+    src, ref = scan(eye_a), scan(eye_b)
+    truth = np.eye(4)
+    truth[:3, 3] = eye_a - eye_b  # src frame -> ref frame
+    eye = np.zeros(3)
+    assert seen_free_space(src, ref, truth, 0.05, eye) < 0.01
+    assert seen_free_space(ref, src, np.linalg.inv(truth), 0.05, eye) < 0.01
+    shift = np.eye(4)
+    shift[0, 3] = 0.6
+    assert seen_free_space(src, ref, shift @ truth, 0.05, eye) > 0.15  # end walls inside
+    turn = np.eye(4)  # a quarter turn about the room's centre (-eye_b in the reference)
+    turn[:3, :3] = [[0.0, -1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 1.0]]
+    turn[:3, 3] = -eye_b - turn[:3, :3] @ -eye_b
+    assert seen_free_space(src, ref, turn @ truth, 0.05, eye) > 0.15
+    far = np.array([500.0, 0.0, 0.0])
+    assert seen_free_space(src, ref + far, truth, 0.05, eye) is None
