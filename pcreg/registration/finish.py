@@ -75,6 +75,21 @@ def _voxelised(points: np.ndarray, voxel: float) -> Any:
                       lambda: downsample_with_normals(points, voxel), holds=points)  # fmt: skip
 
 
+def _sensor_view(plan: Any, ref_down: Any, eye: np.ndarray) -> bool | None:
+    """Whether the voxelised reference (its points and normals) looks like its sensor's view
+    from ``eye (3,)`` (:func:`~pcreg.geometry.visibility.sensor_view`), once per
+    registration and eye; None (not asked) for streets, whose scans are judged from any eye
+    near them (BENCHMARKS.md, "Free space")."""
+    from pcreg.geometry.visibility import sensor_view
+
+    if plan.setting.name == "outdoor":
+        return None
+    key = ("sensor view", id(ref_down), tuple(np.round(eye, 9)), plan.setting.voxel_size)
+    points, normals = np.asarray(ref_down.points), np.asarray(ref_down.normals)
+    voxel = plan.setting.voxel_size
+    return remembered(key, lambda: sensor_view(points, normals, eye, voxel), holds=ref_down)
+
+
 def finish_estimate(
     result: RegistrationResult,
     plan: Any,
@@ -163,6 +178,7 @@ def finish_estimate(
                 result.transform,
                 plan.setting.voxel_size,
                 -np.asarray(origins[1], np.float64),
+                _sensor_view(plan, ref_down, -np.asarray(origins[1], np.float64)),
             ),
         )
     result.timings["verify"] = time.perf_counter() - t0

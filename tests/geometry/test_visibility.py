@@ -8,10 +8,13 @@ import pytest
 from pcreg.geometry.visibility import (
     MARGIN_SHARE,
     MARGIN_VOXELS,
+    SENSOR_HIDDEN,
     RangeImage,
     eye_near,
     free_space_share,
+    hidden_share,
     seen_free_space,
+    sensor_view,
 )
 
 
@@ -57,7 +60,7 @@ def test_free_space_share_counts_points_in_front_of_the_nearest_return():
     behind = on_walls * 1.5
     assert free_space_share(behind, image, voxel)[0] == pytest.approx(0.0)
     # just inside the margin of the wall at x = -3 (3 voxels and 5 % of the range)
-    near_wall = np.column_stack([np.full(100, -3.0), rng.uniform(-0.3, 0.3, (100, 2))])
+    near_wall = np.column_stack([np.full(300, -3.0), rng.uniform(-0.3, 0.3, (300, 2))])
     margin = MARGIN_VOXELS * voxel + MARGIN_SHARE * 3.0
     share, _ = free_space_share(near_wall + np.array([0.9 * margin, 0, 0]), image, voxel)
     assert share == pytest.approx(0.0)
@@ -65,7 +68,16 @@ def test_free_space_share_counts_points_in_front_of_the_nearest_return():
     assert share == pytest.approx(1.0)
     half = np.concatenate([inside[:200], on_walls[:200]])
     assert free_space_share(half, image, voxel)[0] == pytest.approx(0.5)
-    assert free_space_share(inside[:20], image, voxel) == (None, 20)
+    assert free_space_share(inside[:150], image, voxel) == (None, 150)  # too few judged
+
+
+def test_the_range_image_wraps_around_in_azimuth():
+    """A return just east of the -x axis (azimuth +179.5 deg) covers a point just west of it
+    (-179.5 deg): the neighbourhood crosses the seam."""
+    wall = np.array([[-2.0, 0.017, 0.0]])  # +179.5 deg, 2 m
+    image = RangeImage(wall, np.zeros(3))
+    nearest, r = image.lookup(np.array([[-1.0, -0.0087, 0.0]]))  # -179.5 deg, 1 m
+    assert nearest[0] == pytest.approx(2.0, abs=1e-3) and r[0] == pytest.approx(1.0, abs=1e-3)
 
 
 def test_an_eye_far_from_its_cloud_is_not_judged_from():
@@ -111,3 +123,44 @@ def test_seen_free_space_separates_the_truth_from_wrong_poses():
     assert seen_free_space(src, ref, turn @ truth, 0.05, eye) > 0.15
     far = np.array([500.0, 0.0, 0.0])
     assert seen_free_space(src, ref + far, truth, 0.05, eye) is None
+
+
+def test_a_scan_hides_nothing_from_its_own_eye_and_much_from_another():
+    """The room's visible surfaces from one eye (a scan) hide nothing from that eye; the whole
+    room, walls behind the cube and all, seen from outside it hides about half of itself; a
+    floor seen at a grazing angle is not hidden behind itself."""
+    from pcreg.geometry.clouds import downsample_with_normals
+
+    room = _room(np.random.default_rng(4), 40_000)
+    eye = np.array([-1.0, 0.5, 0.2])
+    image = RangeImage(room, eye, cell_deg=0.25, neighbours=False)
+    nearest, r = image.lookup(room)
+    scan = room[r <= nearest + 0.02]  # the first return along each fine ray
+    down = downsample_with_normals(scan, 0.05)
+    points, normals = np.asarray(down.points), np.asarray(down.normals)
+    assert hidden_share(points, normals, eye, 0.05) < 0.005
+    assert sensor_view(points, normals, eye, 0.05)
+    whole = downsample_with_normals(room, 0.05)
+    outside = np.array([12.0, 9.0, 0.0])
+    share = hidden_share(np.asarray(whole.points), np.asarray(whole.normals), outside, 0.05)
+    assert share > 0.3
+    assert not sensor_view(np.asarray(whole.points), np.asarray(whole.normals), outside, 0.05)
+    # a floor 1.5 m below the eye out to 6 m (up to 76 deg incidence), 5 cm apart
+    grid = np.arange(-6.0, 6.0, 0.05)
+    floor = np.array([(x, y, -1.5) for x in grid for y in grid if x * x + y * y < 36])
+    up = np.tile([0.0, 0.0, 1.0], (len(floor), 1))
+    assert hidden_share(floor, up, np.zeros(3), 0.05) < SENSOR_HIDDEN / 4
+    rays = floor / np.linalg.norm(floor, axis=1, keepdims=True)  # as if seen face-on
+    assert hidden_share(floor, rays, np.zeros(3), 0.05) > SENSOR_HIDDEN
+
+
+def test_seen_free_space_is_not_taken_from_an_eye_that_is_not_the_sensor():
+    """``sensor=False`` (the caller's :func:`sensor_view` said no) measures nothing; ``None``
+    (not asked, as for streets) and ``True`` measure."""
+    rng = np.random.default_rng(6)
+    room = _room(rng)
+    inside = rng.uniform([-2.0, -1.5, -1.0], [-1.0, 1.5, 1.0], size=(400, 3))
+    args = (inside, room, np.eye(4), 0.05, np.zeros(3))
+    assert seen_free_space(*args, False) is None
+    assert seen_free_space(*args, None) == pytest.approx(1.0)
+    assert seen_free_space(*args, True) == pytest.approx(1.0)
