@@ -433,7 +433,7 @@ def _decide(best, candidates, model, centre, diagonal) -> Verdict:
         return Verdict(best, False, (
             f"the pose contradicts what the reference's scanner saw: {value} of the source "
             f"lands in space it saw through as empty (at most {most}; the reference seen "
-            "from its own origin)"
+            "from its own origin): a wrong pose, or a scene that changed between the scans"
         ), None, candidates)  # fmt: skip
     detail = best.features.get("detail")
     if detail is not None and detail < MIN_DETAIL and family(best.features) == "rooms":
