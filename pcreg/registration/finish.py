@@ -10,7 +10,6 @@ from typing import Any
 
 import numpy as np
 
-from pcreg.geometry.visibility import seen_free_space
 from pcreg.registration.frames import to_user_frame
 from pcreg.registration.memo import remembered
 from pcreg.registration.result import RegistrationResult
@@ -75,19 +74,26 @@ def _voxelised(points: np.ndarray, voxel: float) -> Any:
                       lambda: downsample_with_normals(points, voxel), holds=points)  # fmt: skip
 
 
-def _sensor_view(plan: Any, ref_down: Any, eye: np.ndarray) -> bool | None:
-    """Whether the voxelised reference (its points and normals) looks like its sensor's view
-    from ``eye (3,)`` (:func:`~pcreg.geometry.visibility.sensor_view`), once per
-    registration and eye; None (not asked) for streets, whose scans are judged from any eye
-    near them (BENCHMARKS.md, "Free space")."""
-    from pcreg.geometry.visibility import sensor_view
+def _reference_view(plan: Any, ref_down: Any, origins: np.ndarray) -> Any:
+    """The voxelised reference's :class:`~pcreg.geometry.visibility.ReferenceView` from the
+    user's origin (``-origins[1]`` in the working frame), once per registration: a room's
+    only where it looks like its sensor's view from there
+    (:func:`~pcreg.geometry.visibility.sensor_view`); streets from any eye near them
+    (BENCHMARKS.md, "Free space")."""
+    from pcreg.geometry.visibility import ReferenceView, sensor_view
 
-    if plan.setting.name == "outdoor":
-        return None
-    key = ("sensor view", id(ref_down), tuple(np.round(eye, 9)), plan.setting.voxel_size)
-    points, normals = np.asarray(ref_down.points), np.asarray(ref_down.normals)
+    eye = -np.asarray(origins[1], np.float64)
     voxel = plan.setting.voxel_size
-    return remembered(key, lambda: sensor_view(points, normals, eye, voxel), holds=ref_down)
+    points = np.asarray(ref_down.points)
+
+    def build() -> ReferenceView:
+        sensor = None
+        if plan.setting.name != "outdoor":
+            sensor = sensor_view(points, np.asarray(ref_down.normals), eye, voxel)
+        return ReferenceView(points, eye, sensor)
+
+    key = ("reference view", id(ref_down), tuple(np.round(eye, 9)), voxel, plan.setting.name)
+    return remembered(key, build, holds=ref_down)
 
 
 def finish_estimate(
@@ -172,13 +178,8 @@ def finish_estimate(
             if plan.setting.name == "outdoor"
             else fit_clutter(src_down, ref_down, result.transform, plan.setting.voxel_size),
             # the reference seen from its own origin (the user's), in the working frame
-            free_space=seen_free_space(
-                np.asarray(src_down.points),
-                np.asarray(ref_down.points),
-                result.transform,
-                plan.setting.voxel_size,
-                -np.asarray(origins[1], np.float64),
-                _sensor_view(plan, ref_down, -np.asarray(origins[1], np.float64)),
+            free_space=_reference_view(plan, ref_down, origins).free_space(
+                np.asarray(src_down.points), result.transform, plan.setting.voxel_size
             ),
         )
     result.timings["verify"] = time.perf_counter() - t0

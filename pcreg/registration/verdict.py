@@ -151,10 +151,12 @@ MIN_CLUTTER_RATIO = 0.35
 #: reference's scanner saw, and a room's or a street's best candidate does not register
 #: (object readings are not ruled: an object scan's origin is seldom its scanner's). At the
 #: truth of the real pairs of ``../shared/data`` (3DMatch, KITTI), the TUM frames, nine KITTI
-#: training pairs and generated rooms and stations it is 0.000-0.008 from the true eyes, and at
-#: most 0.069 from 72 other eyes 0.1-0.9 of the reference's extent from its middle (those the
+#: training pairs and generated rooms and stations it is 0.000-0.009 from the true eyes, and at
+#: most 0.065 from 72 other eyes 0.1-0.9 of the reference's extent from its middle (those the
 #: rooms' sensor test passes); turned 30-180 deg or shifted a tenth of the scene most of the
-#: same pairs lie at 0.10-0.88 (``python tools/free_space.py``; BENCHMARKS.md, "Free space")
+#: same pairs lie at 0.10-0.93 (``python tools/free_space.py``; BENCHMARKS.md, "Free space").
+#: Only the source's points inside the reference's convex hull count
+#: (:class:`~pcreg.geometry.visibility.ReferenceView`: a cut reference)
 MAX_FREE_SPACE = 0.1
 #: the least ``constraint`` (:func:`~pcreg.registration.symmetry.fit_constraint`: how firmly
 #: the fit holds the source in its weakest direction, 0-1) a street's best candidate may

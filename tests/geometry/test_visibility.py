@@ -164,3 +164,26 @@ def test_seen_free_space_is_not_taken_from_an_eye_that_is_not_the_sensor():
     assert seen_free_space(*args, False) is None
     assert seen_free_space(*args, None) == pytest.approx(1.0)
     assert seen_free_space(*args, True) == pytest.approx(1.0)
+
+
+def test_a_cut_reference_says_nothing_about_what_was_cut_away():
+    """A reference cut from a larger, fused cloud (the part of a room beyond x = 1, seen from
+    an eye near the other end) keeps far walls whose near content was cut away: a source that
+    holds that content (a box at x -1..0, in front of the far wall) lies in the image's free
+    space, but outside the cut reference's hull, so the view does not count it; a source
+    point inside the hull, in front of the far wall, is counted."""
+    from pcreg.geometry.visibility import ReferenceView
+
+    rng = np.random.default_rng(7)
+    room = _room(rng, 40_000)
+    box = rng.uniform([-1.0, -0.6, -1.0], [0.0, 0.6, 0.6], size=(3000, 3))
+    scene = np.concatenate([room, box])
+    eye = np.array([-2.5, 0.0, 0.0])
+    ref, src = scene[scene[:, 0] > 1.0], scene[scene[:, 0] <= 1.0]
+    naive, judged = free_space_share(src, RangeImage(ref, eye), 0.05)
+    assert judged >= 200 and naive > 0.1  # the box, in front of the far wall
+    view = ReferenceView(ref, eye)
+    assert view.free_space(src, np.eye(4), 0.05) is None  # nothing of it inside the hull
+    inside = rng.uniform([1.1, 0.8, -0.3], [1.2, 1.2, 0.3], size=(400, 3))  # before the far wall
+    assert view.free_space(inside, np.eye(4), 0.05) == pytest.approx(1.0)
+    assert not ReferenceView(ref, eye, sensor=False).judged

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import pcreg
-import pcreg.registration.finish as finish
+import pcreg.geometry.visibility as visibility
 
 
 @pytest.mark.parametrize("units", [1.0, 1000.0])
@@ -25,17 +25,18 @@ def test_the_reference_is_seen_from_the_user_s_origin(monkeypatch, units):
     pair = indoor_pairs(4300, 0.3)[0]
     src, ref = pair.src.astype(np.float64) * units, pair.ref.astype(np.float64) * units
     seen = []
-    real = finish.seen_free_space
 
-    def spy(src_w, ref_w, transform, voxel, eye, sensor=None):
-        seen.append((ref_w, np.asarray(eye, np.float64)))
-        return real(src_w, ref_w, transform, voxel, eye, sensor)
+    class Spy(visibility.ReferenceView):
+        def __init__(self, ref_w, eye, sensor=None):
+            seen.append((np.asarray(ref_w, np.float64), np.asarray(eye, np.float64), sensor))
+            super().__init__(ref_w, eye, sensor)
 
-    monkeypatch.setattr(finish, "seen_free_space", spy)
+    monkeypatch.setattr(visibility, "ReferenceView", Spy)
     result = pcreg.register(src, ref)
     assert seen, "the free space was never measured"
     assert result.verification.free_space is not None
-    ref_w, eye = seen[-1]
+    ref_w, eye, sensor = seen[-1]
+    assert sensor is True  # a generated fragment, seen from its camera
     scale = result.scale
     # the working-frame reference seen from the eye is the user's reference, at the scale read
     back = (ref_w - eye) / scale
