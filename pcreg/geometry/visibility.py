@@ -34,6 +34,7 @@ import numpy as np
 __all__ = [
     "CELL_DEG",
     "HIDDEN_CELL_DEG",
+    "HULL_DIRECTIONS",
     "MARGIN_SHARE",
     "MARGIN_VOXELS",
     "MIN_JUDGED",
@@ -213,15 +214,26 @@ class ReferenceView:
         return free_space_share(moved[inside], self.image, voxel)[0]
 
 
-def _hull_planes(cloud: np.ndarray) -> np.ndarray:
-    """The convex hull of ``cloud (M, 3)`` (an even stride of at most 20,000 points) as
-    ``(F, 4)`` planes ``n . x + d <= 0`` inside; none where the hull is flat."""
-    from scipy.spatial import ConvexHull, QhullError
+#: the directions of the reference's bounding polytope (:func:`_hull_planes`): an outer
+#: approximation of its convex hull by this many supporting planes, spread evenly over the
+#: sphere (a Fibonacci lattice); a plane cut at any angle lies within about 7 deg of one
+HULL_DIRECTIONS = 256
 
-    try:
-        return ConvexHull(cloud[:: max(1, len(cloud) // 20_000)]).equations
-    except (QhullError, ValueError):
+
+def _hull_planes(cloud: np.ndarray, directions: int = HULL_DIRECTIONS) -> np.ndarray:
+    """The convex hull of ``cloud (M, 3)``, approximated from outside by ``directions``
+    supporting planes (a discrete-orientation polytope: numpy only, no scipy on the lean
+    command line), as ``(F, 4)`` planes ``n . x + d <= 0`` inside; none for an empty cloud.
+    About 4 ms for 5,000 points."""
+    if len(cloud) == 0:
         return np.zeros((0, 4))
+    k = np.arange(directions) + 0.5
+    polar = np.arccos(1.0 - 2.0 * k / directions)
+    azimuth = np.pi * (1.0 + 5.0**0.5) * k
+    normals = np.column_stack([np.cos(azimuth) * np.sin(polar), np.sin(azimuth) * np.sin(polar),
+                               np.cos(polar)])  # fmt: skip
+    reach = (np.asarray(cloud, np.float64) @ normals.T).max(axis=0)
+    return np.column_stack([normals, -reach])
 
 
 def seen_free_space(
