@@ -21,7 +21,7 @@ hold at the right pose, or not: seen from another eye, content the other cloud h
 one lacks can land in front of this one's surfaces. :func:`sensor_view` tests whether a cloud
 looks like one scan taken from the eye (little of it hidden behind itself, :func:`
 hidden_share`); of 72 eyes 0.1-0.9 of the extent from the middle of each real and generated
-room reference that pass it, a right pose put at most 0.055 in free space (BENCHMARKS.md,
+room reference that pass it, a right pose put at most 0.053 in free space (BENCHMARKS.md,
 "Free space"). Street scans hold from any eye near them (at most 0.065). An eye farther off
 than the cloud's extent (a world frame) says nothing (:func:`eye_near`), and a reference cut
 from a larger cloud says nothing beyond its convex hull (:class:`ReferenceView`).
@@ -37,6 +37,8 @@ __all__ = [
     "HULL_DIRECTIONS",
     "MARGIN_SHARE",
     "MARGIN_VOXELS",
+    "MAX_HULL_POINTS",
+    "MAX_SOURCE",
     "MIN_JUDGED",
     "SENSOR_HIDDEN",
     "RangeImage",
@@ -64,7 +66,7 @@ HIDDEN_CELL_DEG = 0.5
 #: to count as its sensor (:func:`sensor_view`). Chosen on the real pairs of ``../shared/data``,
 #: the TUM frames and generated rooms, each reference seen from 72 random eyes 0.1-0.9 of
 #: its extent from its middle: without the test a right pose put up to 0.20 of the source in
-#: free space from some of them; from the room eyes that pass it, at most 0.055 (``python
+#: free space from some of them; from the room eyes that pass it, at most 0.053 (``python
 #: tools/free_space.py``; the true eyes hide 0.000-0.018)
 SENSOR_HIDDEN = 0.02
 
@@ -185,12 +187,13 @@ class ReferenceView:
     it, or the caller's :func:`sensor_view` found the eye not to be its sensor
     (``sensor=False``); nothing is measured then.
 
-    Only the source's points inside the reference's convex hull are counted: a reference
+    Only the source's points inside the reference's convex hull (bounded from outside by
+    :data:`HULL_DIRECTIONS` supporting planes) are counted: a reference
     cropped or cut from a larger scan (a chunk, a region of interest) keeps far surfaces whose
     near content was cut away, so the space in front of them is not known to be empty, and
     the source's content there lies outside the cut reference's hull. Without it, 12 of 52
     chunks and crops of the real 3DMatch fragments used as the reference put 0.10-0.16 of the
-    other fragment in free space at the truth; with it at most 0.059, none over 0.1."""
+    other fragment in free space at the truth; with it at most 0.058, none over 0.1."""
 
     def __init__(self, ref: np.ndarray, eye: np.ndarray, sensor: bool | None = None) -> None:
         ref = np.asarray(ref, np.float64)
@@ -199,17 +202,20 @@ class ReferenceView:
             lo, hi = np.percentile(ref, [1, 99], axis=0)  # the robust diagonal
             self.judged = eye_near(ref, eye, float(np.linalg.norm(hi - lo)))
         self.image = RangeImage(ref, eye) if self.judged else None
-        self.planes = _hull_planes(ref) if self.judged else np.zeros((0, 4))
+        step = max(1, -(-len(ref) // MAX_HULL_POINTS))
+        self.planes = _hull_planes(ref[::step]) if self.judged else np.zeros((0, 4))
 
     def free_space(self, src: np.ndarray, transform: np.ndarray, voxel: float) -> float | None:
         """:func:`free_space_share` of the points of ``src (N, 3)`` moved by ``transform (4,
         4)`` (``T_ref_src``) that land inside the reference's hull; ``None`` when not judged,
-        or under :data:`MIN_JUDGED` such points in seen cells. About 4 ms on the 3DMatch demo
-        pair at 5 cm (the view built: 13 ms)."""
+        or under :data:`MIN_JUDGED` such points in seen cells. On the 3DMatch demo pair at 5 cm
+        about 8 ms an estimate, and 9 ms to build the view (measured beside other work)."""
         if not self.judged or self.image is None or not len(self.planes):
             return None
+        src = np.asarray(src, np.float64)
+        src = src[:: -(-len(src) // MAX_SOURCE)] if len(src) > MAX_SOURCE else src
         t = np.asarray(transform, np.float64)
-        moved = np.asarray(src, np.float64) @ t[:3, :3].T + t[:3, 3]
+        moved = src @ t[:3, :3].T + t[:3, 3]
         inside = np.all(moved @ self.planes[:, :3].T + self.planes[:, 3] <= 1e-9, axis=1)
         return free_space_share(moved[inside], self.image, voxel)[0]
 
@@ -218,6 +224,11 @@ class ReferenceView:
 #: approximation of its convex hull by this many supporting planes, spread evenly over the
 #: sphere (a Fibonacci lattice); a plane cut at any angle lies within about 7 deg of one
 HULL_DIRECTIONS = 256
+#: the reference's points the hull is taken from, and the source's points the share is
+#: taken on, at most (even strides): a KITTI scan at 0.3 m has 17,000 of each, and the
+#: 256 planes cost 10 ms a product there
+MAX_HULL_POINTS = 8000
+MAX_SOURCE = 5000
 
 
 def _hull_planes(cloud: np.ndarray, directions: int = HULL_DIRECTIONS) -> np.ndarray:
